@@ -1,0 +1,2 @@
+"""pace_nb — one-shot federated graph learning: PACE and SPEAR, reproducible."""
+__version__ = "0.1.0"

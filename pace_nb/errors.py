@@ -1,0 +1,30 @@
+"""User-facing errors: one line, actionable, no traceback from ``pace-nb``."""
+from __future__ import annotations
+
+from typing import Iterable
+
+
+class PaceNBError(Exception):
+    """Base class of every error a user can cause; the CLI prints its message only."""
+
+
+class UnknownNameError(PaceNBError, ValueError):
+    """An unknown dataset, method, partition scheme, variant … name."""
+
+
+class MissingDataError(PaceNBError, FileNotFoundError):
+    """Raw files are absent and cannot be downloaded (offline)."""
+
+
+class ConfigError(PaceNBError, ValueError):
+    """An impossible or inconsistent parameter (K, rank, beta, masks, config file …)."""
+
+
+class DataCorruptionError(PaceNBError, RuntimeError):
+    """A cache or results file failed its checksum / schema check."""
+
+
+def unknown(kind: str, name: object, valid: Iterable[str]) -> UnknownNameError:
+    """Build an :class:`UnknownNameError` that lists the valid names."""
+    valid = sorted(valid, key=str.lower)
+    return UnknownNameError(f"unknown {kind} {name!r}; valid {kind}s: {', '.join(valid)}")
