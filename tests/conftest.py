@@ -1,0 +1,37 @@
+"""Shared test setup: offline data root, quiet progress bars, Agg backend, skip helpers."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_SHARED = ROOT.parent / "shared" / "data"
+if "PACE_NB_DATA" not in os.environ and _SHARED.is_dir():
+    os.environ["PACE_NB_DATA"] = str(_SHARED)
+os.environ.setdefault("PACE_NB_PROGRESS", "0")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+DATA_ROOT = Path(os.environ["PACE_NB_DATA"]) if os.environ.get("PACE_NB_DATA") else None
+GOLDEN = ROOT.parent / "shared" / "golden"
+
+
+def has_dataset(folder: str) -> bool:
+    """True when ``$PACE_NB_DATA/<folder>/raw`` exists (e.g. "Cora", "CiteSeer")."""
+    return DATA_ROOT is not None and (DATA_ROOT / folder / "raw").is_dir()
+
+
+def require_dataset(folder: str) -> None:
+    """Skip the calling test with a clear reason when the raw files are absent."""
+    if not has_dataset(folder):
+        pytest.skip(f"{folder} raw files not found under $PACE_NB_DATA ({DATA_ROOT}); "
+                    f"see data/README.md for how to place them")
+
+
+@pytest.fixture
+def results_tmp(tmp_path, monkeypatch):
+    """A private results store for one test."""
+    d = tmp_path / "results"
+    monkeypatch.setenv("PACE_NB_RESULTS", str(d))
+    return d
