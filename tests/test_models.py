@@ -1,0 +1,145 @@
+"""pace_nb.models: PyG-identical init, propagation and forward; (un)stacking."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.nn import GCNConv
+from torch_geometric.utils import to_undirected
+
+from pace_nb.errors import ConfigError
+from pace_nb.federation import ClientGraph
+from pace_nb.models import (dropout_mask, gcn_forward, init_params, num_params_bytes, propagation_matrix,
+                            stack_params, unstack_params)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: intra-op threads only add barrier waits on the shared 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# ---- synthetic clients shared with test_training ---------------------------------------------------------
+def synthetic_client(index: int, n: int, num_features: int = 40, num_classes: int = 4, density: float = 0.1,
+                     avg_degree: float = 4.0, seed: int = 0) -> ClientGraph:
+    """Random undirected graph, sparse binary features with a class signal, 30/30/40 % masks."""
+    g = torch.Generator().manual_seed(1000 * seed + index)
+    y = torch.randint(0, num_classes, (n,), generator=g)
+    x = (torch.rand(n, num_features, generator=g) < density).float()
+    x[torch.arange(n), (y * (num_features // num_classes)) % num_features] = 1.0
+    ei = torch.randint(0, n, (2, int(avg_degree * n / 2)), generator=g)
+    ei = to_undirected(ei[:, ei[0] != ei[1]], num_nodes=n)
+    perm = torch.randperm(n, generator=g)
+    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
+    a, b = int(0.3 * n), int(0.6 * n)
+    masks[0][perm[:a]], masks[1][perm[a:b]], masks[2][perm[b:]] = True, True, True
+    return ClientGraph(index, torch.arange(n) + 10_000 * index, ei, x, y, *masks)
+
+
+def synthetic_clients(sizes=(30, 45, 25), **kw) -> list[ClientGraph]:
+    return [synthetic_client(i, n, **kw) for i, n in enumerate(sizes)]
+
+
+class PyGGCN(torch.nn.Module):
+    """The reference 2-layer GCN (OpenFGL / PyG style)."""
+
+    def __init__(self, f, h, c, dropout=0.5):
+        super().__init__()
+        self.conv1, self.conv2, self.dropout = GCNConv(f, h), GCNConv(h, c), dropout
+
+    def forward(self, x, edge_index):
+        h = torch.relu(self.conv1(x, edge_index))
+        h = torch.nn.functional.dropout(h, self.dropout, self.training)
+        return self.conv2(h, edge_index)
+
+    def load(self, params):
+        self.load_state_dict({k.replace("weight", "lin.weight") if "weight" in k else k: v.clone()
+                              for k, v in params.items()})
+        return self
+
+    def params(self):
+        return {k.replace("lin.weight", "weight"): v.detach().clone() for k, v in self.state_dict().items()}
+
+
+# ---- tests ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 104729])
+def test_init_params_equals_pyg_and_keeps_global_rng(seed):
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    p = init_params(30, 5, hidden=16, seed=seed)
+    assert torch.equal(torch.get_rng_state(), state)  # global RNG untouched
+    torch.manual_seed(seed)
+    ref = PyGGCN(30, 16, 5).params()
+    assert set(p) == set(ref)
+    for k in ref:
+        assert torch.equal(p[k], ref[k]), k
+    bound = (6.0 / (30 + 16)) ** 0.5  # glorot
+    assert p["conv1.weight"].abs().max() <= bound and p["conv1.weight"].std() > bound / 3
+    assert not torch.equal(p["conv1.weight"], init_params(30, 5, 16, seed + 1)["conv1.weight"])
+
+
+def test_propagation_matrix_matches_gcn_norm_dense():
+    c = synthetic_client(0, 20)
+    P = propagation_matrix(c.edge_index, 20).to_dense()
+    a = torch.zeros(20, 20)
+    a[c.edge_index[1], c.edge_index[0]] = 1.0
+    a += torch.eye(20)
+    d = a.sum(1).pow(-0.5)
+    assert torch.allclose(P, d[:, None] * a * d[None, :], atol=1e-6)
+    # isolated node keeps only its self loop weight 1
+    P2 = propagation_matrix(torch.tensor([[0, 1], [1, 0]]), 3).to_dense()
+    assert P2[2, 2] == 1.0 and abs(float(P2[0, 1]) - 0.5) < 1e-6
+
+
+def test_propagation_matrix_rejects_bad_edges():
+    with pytest.raises(ConfigError, match="outside"):
+        propagation_matrix(torch.tensor([[0, 5], [5, 0]]), 3)
+
+
+def test_gcn_forward_equals_pyg_eval():
+    c = synthetic_client(1, 35)
+    p = init_params(40, 4, 8, seed=3)
+    p = {k: v + 0.1 * torch.randn_like(v) for k, v in p.items()}  # non-zero biases
+    ref = PyGGCN(40, 8, 4).load(p).eval()
+    P = propagation_matrix(c.edge_index, c.num_nodes)
+    z, h = gcn_forward(p, c.x, P, return_hidden=True)
+    assert torch.allclose(z, ref(c.x, c.edge_index), atol=1e-5)
+    assert torch.allclose(h, torch.relu(ref.conv1(c.x, c.edge_index)), atol=1e-5)
+    # dense P and sparse x give the same
+    assert torch.allclose(gcn_forward(p, c.x.to_sparse(), P.to_dense()), z, atol=1e-5)
+
+
+def test_gcn_forward_masks_and_dropout():
+    c = synthetic_client(2, 30)
+    p = init_params(40, 4, 8, seed=1)
+    P = propagation_matrix(c.edge_index, c.num_nodes)
+    m1 = (torch.rand(8, 40) > 0.5).float()
+    masked = dict(p, **{"conv1.mask": m1})
+    manual = dict(p, **{"conv1.weight": p["conv1.weight"] * m1})
+    assert torch.equal(gcn_forward(masked, c.x, P), gcn_forward(manual, c.x, P))
+    assert not torch.allclose(gcn_forward(masked, c.x, P), gcn_forward(p, c.x, P))
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    z1 = gcn_forward(p, c.x, P, dropout=0.5, training=True, generator=g1)
+    z2 = gcn_forward(p, c.x, P, dropout=0.5, training=True, generator=g2)
+    assert torch.equal(z1, z2) and not torch.allclose(z1, gcn_forward(p, c.x, P))
+    mask = dropout_mask((2000, 50), 0.3, torch.Generator().manual_seed(0), "cpu")
+    vals = mask.unique()
+    assert len(vals) == 2 and vals[0] == 0 and abs(float(vals[1]) - 1 / 0.7) < 1e-6
+    assert abs(float((mask > 0).float().mean()) - 0.7) < 0.01
+    with pytest.raises(ConfigError, match="dropout"):
+        dropout_mask((2, 2), 1.0, None, "cpu")
+
+
+def test_stack_unstack_roundtrip_and_bytes():
+    ps = [init_params(10, 3, 4, seed=s) for s in range(3)]
+    st = stack_params(ps)
+    assert st["conv1.weight"].shape == (3, 4, 10)
+    for a, b in zip(ps, unstack_params(st)):
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert num_params_bytes(ps[0]) == 4 * (4 * 10 + 4 + 3 * 4 + 3)
+    with pytest.raises(ConfigError):
+        stack_params([ps[0], {"conv1.weight": ps[1]["conv1.weight"]}])
+    with pytest.raises(ConfigError):
+        stack_params([])
