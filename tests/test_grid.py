@@ -1,0 +1,215 @@
+"""Grid configs: validation with line numbers, cell expansion, resumable kill-safe runs."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fake_results import make_rows
+from pace_nb.cli import main
+from pace_nb.errors import ConfigError, MissingDataError
+from pace_nb.experiments import Cell, expand, load_config, parse_config, run_grid
+from pace_nb.results import ResultsStore
+
+ROOT = Path(__file__).resolve().parent.parent
+METHODS = ["local", "pace", "fedavg", "fedprox"]
+
+GRID = """\
+[grid]
+seeds = [1, 2, 3, 4]
+seed_batch = 2
+
+[[experiment]]
+datasets = ["demo"]
+partitions = ["louvain", "dirichlet"]
+beta = [0.5, 0.1]
+clients = [3, 4]
+methods = ["local", "pace", "fedavg"]
+method_groups = [["local", "pace"], ["fedavg"]]
+"""
+
+
+def fake_runner(cell: Cell) -> pd.DataFrame:
+    methods = {(m, "full" if m == "pace" else "native", 6 if m == "pace" else 0): float(i)
+               for i, m in enumerate(cell.methods)}
+    return make_rows(dataset=cell.dataset, partition=cell.partition, num_clients=cell.num_clients,
+                     seeds=cell.seeds, methods=methods, beta=cell.beta)
+
+
+def _never(cell):
+    raise AssertionError("no cell may run")
+
+
+def test_expand_cells_and_stable_keys():
+    cfg = parse_config(GRID)
+    cells = expand(cfg, METHODS)
+    # datasets 1 x (louvain + dirichlet x 2 betas) x K 2 x seed batches 2 x groups 2
+    assert len(cells) == 1 * 3 * 2 * 2 * 2
+    assert {c.seeds for c in cells} == {(1, 2), (3, 4)}
+    assert {c.methods for c in cells} == {("local", "pace"), ("fedavg",)}
+    assert {c.beta for c in cells if c.partition == "dirichlet"} == {0.5, 0.1}
+    assert all(c.beta is None for c in cells if c.partition == "louvain")
+    assert [c.key for c in cells] == [c.key for c in expand(parse_config(GRID), METHODS)]
+    assert len({c.key for c in cells}) == len(cells)
+    yaml_cfg = parse_config("experiment:\n  - datasets: [demo]\n    methods: [local, pace]\n    seeds: [7]\n", fmt="yaml")
+    (cell,) = expand(yaml_cfg, METHODS)
+    assert (cell.dataset, cell.partition, cell.num_clients, cell.seeds) == ("demo", "louvain", 10, (7,))
+
+
+@pytest.mark.parametrize("bad, line, match", [
+    ('datasets = ["demo", "Coraa"]', 5, "unknown dataset 'Coraa'"),
+    ('partitions = ["louvian"]', 6, "unknown partition 'louvian'"),
+    ('methods = ["local", "FedFoo"]', 7, "unknown method 'fedfoo'"),
+    ('pace_variants = ["fulll"]', 8, "unknown PACE variant 'fulll'"),
+    ('colour = "red"', 8, "unknown key 'colour'"),
+    ('clients = [1]', 8, "clients must be integers >= 2"),
+])
+def test_validation_names_the_line(tmp_path, bad, line, match):
+    lines = ["[grid]", "seeds = [1]", "", "[[experiment]]", 'datasets = ["demo"]', 'partitions = ["louvain"]',
+             'methods = ["local", "pace"]']
+    key = bad.split(" =")[0]
+    idx = next((i for i, ln in enumerate(lines) if ln.startswith(key + " =")), None)
+    if idx is None:
+        lines.append(bad)
+    else:
+        lines[idx] = bad
+    path = tmp_path / "bad.toml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match=match) as err:
+        run_grid(path, ResultsStore(tmp_path / "r"), runner=_never, known_methods=METHODS)
+    assert f"bad.toml:{line}:" in str(err.value)
+
+
+def test_whole_config_validated_before_any_work(tmp_path):
+    text = GRID + '\n[[experiment]]\ndatasets = ["demo"]\nmethods = ["nope"]\n'
+    with pytest.raises(ConfigError, match=r":15: unknown method 'nope'"):
+        run_grid(parse_config(text), ResultsStore(tmp_path), runner=_never, known_methods=METHODS)
+    assert ResultsStore(tmp_path).keys() == []
+    with pytest.raises(ConfigError, match="unknown section 'experiments'"):
+        expand(parse_config('[[experiments]]\ndatasets = ["demo"]\n'), METHODS)
+    with pytest.raises(ConfigError, match="cannot parse TOML"):
+        parse_config("[grid\n")
+
+
+def test_run_resume_no_duplicates_and_executor(tmp_path):
+    store = ResultsStore(tmp_path)
+    cfg = parse_config(GRID)
+    rep = run_grid(cfg, store, runner=fake_runner, known_methods=METHODS, progress=False)
+    assert rep.count("ran") == 24 and len(store.keys()) == 24
+    n = len(store.load())
+    calls = []
+    rep2 = run_grid(cfg, store, runner=lambda c: calls.append(c) or fake_runner(c), known_methods=METHODS)
+    assert rep2.count("done") == 24 and not calls and len(store.load()) == n
+    with ThreadPoolExecutor(2) as pool:  # any executor with .map works
+        store2 = ResultsStore(tmp_path / "pool")
+        run_grid(cfg, store2, executor=pool, runner=fake_runner, known_methods=METHODS, progress=False)
+    pd.testing.assert_frame_equal(store2.load(), store.load())
+    dry = run_grid(cfg, ResultsStore(tmp_path / "dry"), dry_run=True, runner=_never, known_methods=METHODS)
+    assert dry.count("planned") == 24 and not ResultsStore(tmp_path / "dry").keys()
+
+
+def test_failing_cell_stops_or_is_reported_with_keep_going(tmp_path):
+    def flaky(cell):
+        if cell.num_clients == 4 and cell.methods == ("fedavg",):
+            raise RuntimeError("boom")
+        return fake_runner(cell)
+
+    cfg = parse_config(GRID)
+    with pytest.raises(RuntimeError, match="boom"):
+        run_grid(cfg, ResultsStore(tmp_path / "a"), runner=flaky, known_methods=METHODS, progress=False)
+    assert 0 < len(ResultsStore(tmp_path / "a").keys()) < 24  # finished cells stay saved
+    rep = run_grid(cfg, ResultsStore(tmp_path / "b"), runner=flaky, known_methods=METHODS, progress=False,
+                   keep_going=True)
+    assert rep.count("failed: RuntimeError: boom") == 6 and rep.count("ran") == 18
+    assert len(ResultsStore(tmp_path / "b").keys()) == 18
+
+
+def test_missing_raw_files_reported_not_run(tmp_path):
+    cfg = parse_config('[[experiment]]\ndatasets = ["Cora", "demo"]\nmethods = ["local"]\nseeds = [1]\n')
+    rep = run_grid(cfg, ResultsStore(tmp_path), runner=fake_runner, data_root=tmp_path / "nodata",
+                   known_methods=METHODS, progress=False)
+    status = rep.frame().set_index("label").status
+    assert status.str.startswith("not run: raw files missing").sum() == 1 and rep.count("ran") == 1
+    assert "nodata" in status.iloc[0]
+    with pytest.raises(MissingDataError, match="Cora"):
+        run_grid(cfg, ResultsStore(tmp_path / "s"), runner=_never, data_root=tmp_path / "nodata", strict=True,
+                 known_methods=METHODS)
+
+
+SCRIPT = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    from test_grid import fake_runner, GRID, METHODS
+    from pace_nb.experiments import parse_config, run_grid
+    from pace_nb.results import ResultsStore
+    def slow(cell):
+        time.sleep(0.25)
+        return fake_runner(cell)
+    run_grid(parse_config(GRID), ResultsStore({store!r}), runner=slow, known_methods=METHODS, progress=False)
+""")
+
+
+def test_sigkill_midway_then_rerun_completes_exactly_once(tmp_path):
+    store_dir = tmp_path / "store"
+    script = SCRIPT.format(tests=str(Path(__file__).parent), store=str(store_dir))
+    env = {**os.environ, "PACE_NB_PROGRESS": "0"}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT)
+    store = ResultsStore(store_dir)
+    deadline = time.time() + 60
+    while len(store.keys()) < 3 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = len(store.keys())
+    assert 3 <= done < 24, "the kill should land midway"
+    rep = run_grid(parse_config(GRID), store, runner=fake_runner, known_methods=METHODS, progress=False)
+    assert rep.count("done") == done and rep.count("ran") == 24 - done
+    rows = store.load(dedupe=False)
+    cells = store.cells()
+    assert len(cells) == 24 and cells.key.is_unique
+    expected = sum(len(fake_runner(c)) for c in expand(parse_config(GRID), METHODS))
+    assert len(rows) == expected
+    assert not rows.duplicated(["dataset", "partition", "beta", "num_clients", "seed", "method", "variant",
+                                "rank", "receiver"]).any()
+    run_grid(parse_config(GRID), store, runner=_never, known_methods=METHODS)
+    assert len(store.load(dedupe=False)) == expected
+
+
+def test_cli_grid_dry_run_json_and_errors(tmp_path, capsys):
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[[experiment]]\ndatasets = ["demo"]\nmethods = ["local", "pace"]\nseeds = [1, 2]\n')
+    out = tmp_path / "r.json"
+    assert main(["grid", str(cfg), "--results", str(tmp_path / "res"), "--dry-run", "--json", str(out)]) == 0
+    rec = json.loads(out.read_text())["cells"]
+    assert len(rec) == 1 and rec[0]["status"] == "planned"
+    cfg.write_text('[[experiment]]\ndatasets = ["demo"]\nmethods = ["lokal"]\n')
+    assert main(["grid", str(cfg), "--results", str(tmp_path / "res")]) == 2
+    assert "g.toml:3: unknown method 'lokal'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "configs").glob("*.toml")))
+def test_shipped_configs_are_valid(name):
+    cells = expand(load_config(ROOT / "configs" / name))  # against the live method registry
+    assert cells and len({c.key for c in cells}) == len(cells)
+
+
+def test_real_demo_cell(tmp_path):
+    """One real cell through run_protocol on the embedded demo graph (short training)."""
+    cfg = parse_config('[[experiment]]\ndatasets = ["demo"]\nclients = [3]\nmethods = ["local", "pace"]\n'
+                       'seeds = [104729]\ntrain = { epochs = 3 }\n')
+    store = ResultsStore(tmp_path)
+    rep = run_grid(cfg, store, progress=False, device="cpu")
+    assert rep.count("ran") == 1
+    pooled = store.pooled()
+    assert set(pooled.method) == {"local", "pace"} and set(pooled.seed) == {104729}
+    assert len(store.receivers(method="pace")) == 3
+    assert pooled.acc.between(0, 100).all()

@@ -1,0 +1,156 @@
+"""Paper values typed in exactly; tables render ours beside the paper's, "not run" otherwise."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fake_results import make_rows
+from pace_nb import tables as T
+from pace_nb.cli import main
+from pace_nb.errors import UnknownNameError
+from pace_nb.paper_values import paper_values
+from pace_nb.results import ResultsStore
+
+PAPERS = Path(__file__).resolve().parents[2] / "shared" / "papers"
+
+
+def _pv(**kw):
+    return paper_values("pace", **kw).set_index(["method", "variant"])
+
+
+def test_spot_checks_against_paper_text():
+    t1 = paper_values("pace", table=1, dataset="Cora", metric="acc").set_index("method")
+    assert t1.loc["local", "value"] == 79.16 and t1.loc["local", "std"] == 0.25
+    assert t1.loc["fedavg", "value"] == 33.18 and t1.loc["pace", "value"] == 80.34
+    assert paper_values("pace", table=1, dataset="ogbn-arxiv", method="fedaux", metric="f1_weighted").value.item() == 52.69
+    assert paper_values("pace", table=8, dataset="Cora", method="local", metric="acc").value.item() == 75.69
+    assert paper_values("pace", table=9, dataset="Cora", method="fedavg", metric="acc")["std"].item() == 0.0
+    t10 = paper_values("pace", table=10, num_clients=30, dataset="ogbn-arxiv", method="pace")
+    assert (t10.value.item(), t10["std"].item()) == (42.03, 0.27)
+    assert _pv(table=2, dataset="CiteSeer").loc[("pace", "fixed0.5"), "value"] == 69.96
+    t3 = paper_values("pace", table=3, dataset="Computers").set_index("metric").value
+    assert (t3["alpha_mean"], t3["alpha_zero_pct"], t3["upload_pct"], t3["return_pct"]) == (0.134, 22.0, 13.1, 11.1)
+    t5 = paper_values("pace", table=5, rank=0, dataset="citation-mean").set_index("metric").value
+    assert (t5["upload_pct"], t5["return_pct"]) == (101.95, 100.04)
+    t6 = paper_values("pace", table=6, dataset="Computers", num_clients=20, metric="delta_acc")
+    assert t6.value.item() == 51.33
+    t7 = _pv(table=7, dataset="PubMed", metric="f1_weighted")
+    assert t7.loc[("fednova", "cnll"), "value"] == 68.04 and t7.loc[("fednova", "native"), "value"] == 29.41
+    t12 = paper_values("pace", table=12, dataset="CS", method="pace", metric="acc")
+    assert t12.value.item() == 91.48 and t12.beta.item() == 0.5 and t12.partition.item() == "dirichlet"
+    sp = paper_values("spear", table="ablation").set_index("variant").value
+    assert (sp["no_both"], sp["no_shrinkage"]) == (74.33, 62.84)
+
+
+def test_table_sizes():
+    sizes = paper_values("pace").groupby("table").size()
+    assert sizes.to_dict() == {"1": 120, "10": 180, "11": 100, "12": 100, "2": 21, "3": 24, "4": 18, "5": 25,
+                               "6": 90, "7": 114, "8": 120, "9": 120, "A": 8}
+    assert not paper_values("pace").duplicated(
+        ["table", "dataset", "num_clients", "partition", "method", "variant", "rank", "metric"]).any()
+
+
+@pytest.mark.skipif(not (PAPERS / "pace-paper.txt").exists(), reason="paper text not available")
+def test_every_mean_std_pair_occurs_in_the_paper_text():
+    text = (PAPERS / "pace-paper.txt").read_text(encoding="utf-8")
+    pv = paper_values("pace")
+    pairs = pv.dropna(subset=["std"])
+    nums = set(re.findall(r"(\d+\.\d+) \$\\pm\$ (\d*\.\d+)", text))
+    found = {(float(a), float(b)) for a, b in nums}
+    missing = [(r.table, r.dataset, r.method, r.metric) for r in pairs.itertuples() if (r.value, r.std) not in found]
+    assert not missing
+    bare = set(float(x) for x in re.findall(r"[+-]?\d+(?:\.\d+)?", text))
+    assert all(abs(v) in bare or v in bare for v in pv.value)
+
+
+def test_tables_ours_beside_paper_and_not_run():
+    rows = pd.concat([make_rows(num_clients=10, base=78.0),
+                      make_rows(dataset="CiteSeer", num_clients=10,
+                                methods={("pace", "transport", 6): -3.0, ("pace", "full", 6): 1.0,
+                                         ("fedavg", "cnll", 0): 0.5, ("FedTAD", "cnll", 0): 0.7})])
+    comp = T.comparison("1", rows)
+    cora = comp[(comp.dataset == "Cora") & (comp.method == "local") & (comp.metric == "acc")].iloc[0]
+    accs = 78 + 0.1 * np.arange(1, 6)
+    assert cora.ours_mean == pytest.approx(accs.mean()) and cora.ours_std == pytest.approx(accs.std(ddof=1))
+    assert cora.paper_mean == 79.16 and cora["diff"] == pytest.approx(accs.mean() - 79.16) and cora.n_seeds == 5
+    arxiv = comp[comp.dataset == "ogbn-arxiv"]
+    assert (arxiv.status == "not run").all() and arxiv.ours_mean.isna().all()
+    md = T.render_markdown("1", comp)
+    assert "| Cora Acc |" in md and "78.30 ± 0.16 / 79.16 ± 0.25 (-0.86)" in md and "not run / 66.86 ± 0.18" in md
+    tex = T.render_latex("1", comp)
+    assert r"79.16 $\pm$ 0.25" in tex and r"\begin{tabular}" in tex
+    t6 = T.comparison("6", rows)
+    delta = t6[(t6.dataset == "CiteSeer") & (t6.num_clients == 10) & (t6.metric == "delta_acc")].iloc[0]
+    assert delta.ours_mean == pytest.approx(4.0) and delta.paper_mean == 0.0
+    t4 = T.comparison("4", rows)
+    m = t4[(t4.dataset == "CiteSeer") & (t4.col == "Matched") & (t4.metric == "acc")].iloc[0]
+    assert m.ours_text == "FedTAD+CNLL" and m.ours_mean == pytest.approx(70.0 + 0.7 + 0.3)
+    t3 = T.comparison("3", rows).set_index(["dataset", "metric"])
+    assert t3.loc[("Cora", "alpha_mean"), "ours_mean"] == 0.5 and t3.loc[("Cora", "upload_pct"), "ours_mean"] == 12.0
+    t7 = T.comparison("7", rows)  # Local + CNLL is Local
+    lc = t7[(t7.method == "local") & (t7.variant == "cnll") & (t7.dataset == "Cora") & (t7.metric == "acc")]
+    assert lc.ours_mean.item() == pytest.approx(accs.mean())
+
+
+def test_appendix_a_from_receiver_units():
+    rows = pd.concat([make_rows(dataset=d, num_clients=10) for d in ("Cora", "CiteSeer", "PubMed")])
+    comp = T.comparison("A", rows).set_index("metric")
+    assert comp.loc["units", "ours_mean"] == 150 and comp.loc["units", "paper_mean"] == 150
+    assert comp.loc["helped", "ours_mean"] == 150 and comp.loc["helped", "paper_mean"] == 118
+    assert comp.loc["worst_unit", "ours_mean"] == pytest.approx(1.0) and comp.loc["worst_unit", "paper_mean"] == -3.64
+    assert "| helped | 150 / 118 (+32.00) |" in T.render_markdown("A", T.comparison("A", rows))
+    assert (T.comparison("A", rows[rows.dataset != "PubMed"]).status == "not run").all()
+
+
+def test_spear_tables():
+    rows = []
+    for seed, (full, edge, feat) in enumerate([(80.0, 79.5, 79.0), (82.0, 81.7, 81.0)]):
+        for variant, acc in (("full", full), ("edge_noise", edge), ("feature_noise", feat), ("no_both", 70.0)):
+            rows.append(dict(dataset="Computers", partition="dirichlet", num_clients=10, seed=seed, method="spear",
+                             variant=variant, rank=0, receiver=-1, acc=acc, params='{"beta": 0.05}'))
+    rows = pd.DataFrame(rows)
+    abl = T.comparison("spear-ablation", rows).set_index(["dataset", "variant"])
+    assert abl.loc[("Computers", "no_both"), "ours_mean"] == 70.0 and abl.loc[("Computers", "no_both"), "paper_mean"] == 74.33
+    assert abl.loc[("Computers", "full"), "ours_mean"] == 81.0 and np.isnan(abl.loc[("Computers", "full"), "paper_mean"])
+    assert abl.loc[("Computers", "no_ppr"), "status"] == "not run"
+    rob = T.comparison("spear-robustness", rows).set_index(["dataset", "variant"])
+    assert rob.loc[("all", "edge_noise"), "ours_mean"] == pytest.approx(0.4)
+    assert rob.loc[("Computers", "feature_noise"), "ours_mean"] == pytest.approx(1.0)
+    assert "not run / 18.80" in T.render_markdown("spear-efficiency", T.comparison("spear-efficiency", rows))
+
+
+def test_cli_writes_every_format(tmp_path):
+    store = ResultsStore(tmp_path / "res")
+    store.append(make_rows(num_clients=10), cell_key="c")
+    assert main(["tables", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "out"),
+                 "--tables", "1,3,spear-ablation", "--json", str(tmp_path / "t.json")]) == 0
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == ["index.md"] + [f"table_{t}.{e}" for t in ("1", "3", "spear-ablation") for e in ("csv", "md", "tex")]
+    csv = pd.read_csv(tmp_path / "out" / "table_1.csv")
+    assert {"ours_mean", "paper_mean", "diff", "status"} <= set(csv.columns) and (csv.status == "ok").sum() == 4
+    assert main(["tables", "--results", str(tmp_path / "res"), "--tables", "99"]) == 2
+    with pytest.raises(UnknownNameError):
+        T.select_tables("1,bogus")
+
+
+@pytest.mark.skipif(not (PAPERS / "pace-paper.txt").exists(), reason="paper text not available")
+@pytest.mark.parametrize("table, blocks", [
+    ("1", [["Cora", "CiteSeer", "PubMed"], ["CS", "Computers", "ogbn-arxiv"]]),
+    ("9", [["Cora", "CiteSeer", "PubMed"], ["CS", "Computers", "ogbn-arxiv"]]),
+    ("11", [["Cora", "CiteSeer", "PubMed"], ["CS", "Computers"]]),
+    ("12", [["Cora", "CiteSeer", "PubMed"], ["CS", "Computers"]]),
+])
+def test_rows_rebuilt_from_csv_are_lines_of_the_paper(table, blocks):
+    """Placement check: each method's row, rebuilt from the tidy CSV, is a line of the paper text."""
+    lines = set((PAPERS / "pace-paper.txt").read_text(encoding="utf-8").splitlines())
+    pv = paper_values("pace", table=table).set_index(["method", "dataset", "metric"])
+    for method in dict.fromkeys(pv.index.get_level_values(0)):
+        label = "PACE (Ours)" if method == "pace" else T.METHOD_LABELS[method]
+        for datasets in blocks:
+            cells = [pv.loc[(method, d, m)] for d in datasets for m in ("acc", "f1_weighted")]
+            line = label + "\t" + "\t".join(f"{c.value:.2f} $\\pm$ {c['std']:.2f}" for c in cells)
+            assert line in lines, line
