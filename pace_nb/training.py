@@ -127,9 +127,11 @@ class _ModelwiseAdam:
         self.params, self.config = params, config
         self.fused = _fused_available(params[0].device)
         if self.fused:
-            self.m = [torch.zeros_like(p) for p in params]
-            self.v = [torch.zeros_like(p) for p in params]
+            m = [torch.zeros_like(p) for p in params]
+            v = [torch.zeros_like(p) for p in params]
             self.t = torch.zeros((), dtype=torch.float32, device=params[0].device)
+            # per-model views, made once (the storages never move)
+            self.slices = [[u for x in xs for u in x.unbind(0)] for xs in (params, m, v)]
         else:
             self.opt = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay, foreach=False)
 
@@ -142,13 +144,8 @@ class _ModelwiseAdam:
         if not self.fused:
             self.opt.step()
             return
-        ps, gs, ms, vs = [], [], [], []
-        for p, m, v in zip(self.params, self.m, self.v):
-            g = p.grad if p.grad is not None else torch.zeros_like(p)
-            ps += list(p.unbind(0))
-            gs += list(g.unbind(0))
-            ms += list(m.unbind(0))
-            vs += list(v.unbind(0))
+        ps, ms, vs = self.slices
+        gs = [u for p in self.params for u in (p.grad if p.grad is not None else torch.zeros_like(p)).unbind(0)]
         self.t += 1
         torch._fused_adam_(ps, gs, ms, vs, [], [self.t] * len(ps), lr=self.config.lr, beta1=0.9, beta2=0.999,
                            weight_decay=self.config.weight_decay, eps=1e-8, amsgrad=False, maximize=False)

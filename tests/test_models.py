@@ -8,7 +8,7 @@ from torch_geometric.utils import to_undirected
 
 from pace_nb.errors import ConfigError
 from pace_nb.federation import ClientGraph
-from pace_nb.models import (dropout_mask, gcn_forward, init_params, num_params_bytes, propagation_matrix,
+from pace_nb.models import (batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params, num_params_bytes, propagation_matrix,
                             stack_params, unstack_params)
 
 
@@ -143,3 +143,25 @@ def test_stack_unstack_roundtrip_and_bytes():
         stack_params([ps[0], {"conv1.weight": ps[1]["conv1.weight"]}])
     with pytest.raises(ConfigError):
         stack_params([])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_batched_forward_equals_single_models(sparse):
+    clients = synthetic_clients((30, 45, 25))
+    order = [2, 0, 1, 2]
+    ps = [init_params(40, 4, 8, seed=s) for s in range(4)]
+    ps[1]["conv1.mask"] = torch.rand(8, 40)  # masks apply per model
+    for p in ps:
+        p.setdefault("conv1.mask", torch.ones(8, 40))
+    props = [propagation_matrix(c.edge_index, c.num_nodes) for c in clients]
+    g = batch_graphs([clients[k].x for k in order], [props[k] for k in order], nmax=50, sparse=sparse)
+    assert g.sparse == sparse and g.nmax == 50 and g.sizes == [25, 30, 45, 25]
+    masks = torch.zeros(4, 50, 8)
+    for i, k in enumerate(order):
+        dropout_mask((clients[k].num_nodes, 8), 0.5, torch.Generator().manual_seed(i), "cpu", out=masks[i, :clients[k].num_nodes])
+    z, h = batched_forward(stack_params(ps), g, dropout_masks=masks)
+    for i, k in enumerate(order):
+        n = clients[k].num_nodes
+        ref, rh = gcn_forward(ps[i], clients[k].x, props[k], dropout=0.5, training=True,
+                              generator=torch.Generator().manual_seed(i), return_hidden=True)
+        assert torch.allclose(z[i, :n], ref, atol=1e-5) and torch.allclose(h[i, :n], rh, atol=1e-5)

@@ -1,7 +1,6 @@
 """pace_nb.training: the batched trainer equals one-model-at-a-time PyG training."""
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 import torch
