@@ -16,6 +16,7 @@ built once per chunk; layer-1 weights are stored transposed so no epoch copies t
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -83,8 +84,6 @@ def _check_inputs(clients, init: Params, model_seeds, client_of, config: TrainCo
     for k in set(int(c) for c in client_of):
         if not 0 <= k < len(clients):
             raise ConfigError(f"client_of refers to client {k}, but there are {len(clients)} clients")
-        if int(clients[k].train_mask.sum()) == 0:
-            raise ConfigError(f"client {clients[k].index} has no training nodes; cannot train a local model on it")
     return b
 
 
@@ -213,18 +212,37 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
                  client_of: Sequence[int], config: TrainConfig = TrainConfig(), *,
                  extra_loss: Callable[[TrainStep], Tensor] | None = None, device="auto",
                  record: bool = False, progress: bool = True,
-                 max_batch: int | None = None) -> tuple[Params, pd.DataFrame | None]:
+                 max_batch: int | None = None, _pad_to: int | None = None) -> tuple[Params, pd.DataFrame | None]:
     """Train B independent GCNs: model b on ``clients[client_of[b]]`` from ``init[b]`` with
     dropout generator seeded ``model_seeds[b]`` (full-batch CE on the train mask; validation
     and test nodes are never read). Returns the last-epoch Params (batched, CPU) and, with
     ``record``, a tidy DataFrame ``model, epoch, loss, train_acc`` (training-mode, pre-step).
     """
     b = _check_inputs(clients, init, model_seeds, client_of, config)
-    dev = resolve_device(device)
     client_of = [int(k) for k in client_of]
+    empty = sorted({k for k in client_of if int(clients[k].train_mask.sum()) == 0})
+    if empty:
+        # A client without training nodes (e.g. a tiny Dirichlet client) cannot train: its models
+        # keep their initial parameters, exactly as if the client skipped the local phase.
+        warnings.warn(f"clients {empty} have no training nodes; their models keep the initial parameters",
+                      RuntimeWarning, stacklevel=2)
+        keep = [i for i, k in enumerate(client_of) if k not in empty]
+        params = {n: v.detach().clone().cpu() for n, v in init.items()}
+        frame = None
+        if keep:
+            sub, frame = train_models(clients, {n: v[keep] for n, v in init.items()}, [model_seeds[i] for i in keep],
+                                      [client_of[i] for i in keep], config, extra_loss=_reindexed(extra_loss, keep),
+                                      device=device, record=record, progress=progress, max_batch=max_batch,
+                                      _pad_to=max(clients[k].num_nodes for k in set(client_of)))
+            for n in params:
+                params[n][keep] = sub[n]
+            if frame is not None:
+                frame["model"] = [keep[m] for m in frame["model"]]
+        return params, frame
+    dev = resolve_device(device)
     used = sorted(set(client_of))
     props = {k: propagation_matrix(clients[k].edge_index, clients[k].num_nodes) for k in used}
-    nmax = max(clients[k].num_nodes for k in used)  # one padding for every chunk: chunking changes nothing
+    nmax = _pad_to or max(clients[k].num_nodes for k in used)  # one padding for every chunk: chunking changes nothing
     size = max_batch if max_batch is not None else _auto_batch(clients, client_of, init, config, dev, nmax)
     if size < 1:
         raise ConfigError(f"max_batch must be >= 1, got {max_batch}")
@@ -251,6 +269,18 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
             "train_acc": cur[..., 1].reshape(-1).numpy(),
         })
     return params, frame
+
+
+def _reindexed(extra_loss, keep: list[int]):
+    """Wrap ``extra_loss`` so that it sees the caller's global model indices."""
+    if extra_loss is None:
+        return None
+
+    def wrapped(step: TrainStep) -> Tensor:
+        step.models = [keep[i] for i in step.models]
+        return extra_loss(step)
+
+    return wrapped
 
 
 @dataclass

@@ -158,12 +158,21 @@ def test_validation_labels_never_used():
     assert all(torch.equal(a[n], b[n]) for n in a)
 
 
+def test_client_without_training_nodes_keeps_its_init_and_others_are_unchanged():
+    cfg = TrainConfig(hidden=16, epochs=3)
+    clients, init, seeds, client_of = _setup(num_seeds=1)
+    full, _ = train_models(clients, init, seeds, client_of, cfg, **NOP)
+    clients[1].train_mask = torch.zeros_like(clients[1].train_mask)
+    with pytest.warns(RuntimeWarning, match=r"clients \[1\] have no training nodes"):
+        part, curves = train_models(clients, init, seeds, client_of, cfg, record=True, **NOP)
+    for n in init:
+        assert torch.equal(part[n][1], init[n][1])          # skipped: initial parameters
+        assert torch.equal(part[n][0], full[n][0]) and torch.equal(part[n][2], full[n][2])
+    assert set(curves["model"]) == {0, 2}
+
+
 def test_bad_inputs_raise_config_errors():
     cfg = TrainConfig(hidden=16, epochs=2)
-    clients, init, seeds, client_of = _setup(num_seeds=1)
-    clients[1].train_mask = torch.zeros_like(clients[1].train_mask)
-    with pytest.raises(ConfigError, match="client 1 has no training nodes"):
-        train_models(clients, init, seeds, client_of, cfg, **NOP)
     clients, init, seeds, client_of = _setup(num_seeds=1)
     with pytest.raises(ConfigError, match="model_seeds"):
         train_models(clients, init, seeds[:2], client_of, cfg, **NOP)
