@@ -1,0 +1,343 @@
+"""Notebook front door: the setup every notebook runs first, and the papermill batch runner.
+
+* :func:`setup_notebook` — the first cell after ``parameters``: validates the dataset (a
+  clear :class:`~pace_nb.errors.PaceNBError` for an unknown name or missing raw files),
+  resolves seeds / folders, applies the figure style and returns a :class:`NotebookContext`
+  whose ``save`` writes ``<figures_dir>/<nb>_<what>_<dataset>.png|pdf``.
+* :func:`run_notebooks` — executes notebooks with papermill (``kernel_name="python3"``, a
+  fresh kernel each, ``MPLBACKEND`` removed so inline figures land in the executed copy),
+  writes executed copies to ``notebooks/_build/`` and skips a notebook whose inputs
+  (notebook bytes + parameters + package version and source hash [+ results store]) are
+  unchanged since its last successful run and whose figures still exist. A failing cell
+  raises :class:`NotebookFailed` naming the notebook, the cell and the error.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import json
+import os
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from . import __version__
+from .config import PAPER_SEEDS, repo_root, resolve_device
+from .errors import ConfigError, PaceNBError, unknown
+
+KERNEL = "python3"
+PACKAGE_DIR = Path(__file__).resolve().parent
+#: Parameters of a quick run (tests, ``pace-nb figures --quick``): seconds per notebook.
+QUICK_PARAMETERS: dict[str, Any] = {"dataset": "demo", "seeds": 2, "quick": True, "interactive": False}
+#: Quick values of parameters only some notebooks have (applied where the notebook has them).
+QUICK_EXTRA: dict[str, Any] = {"rounds": 5}
+
+
+class NotebookFailed(PaceNBError):
+    """A notebook cell raised; the message names the notebook, the cell and the error."""
+
+
+# ----------------------------------------------------------------------------- inside a notebook
+@dataclass
+class NotebookContext:
+    """Resolved parameters of one notebook run (what the cells use)."""
+
+    notebook: str
+    dataset: str
+    clients: int
+    seeds: tuple[int, ...]
+    rank: int
+    device: str
+    quick: bool
+    interactive: bool
+    data_root: str | None
+    results_dir: str | None
+    figures_dir: Path
+    saved: list[Path] = field(default_factory=list)
+
+    def save(self, fig, what: str, dataset: bool = True) -> None:
+        """Save ``fig`` as ``<notebook prefix>_<what>[_<dataset>]`` (PNG + PDF; paths appended
+        to ``saved``) and keep it open so that it still shows inline."""
+        from .plots import save_figure
+
+        stem = "_".join([self.notebook.split("_")[0], what] + ([self.dataset] if dataset else []))
+        self.saved.extend(save_figure(fig, stem, self.figures_dir))
+
+    def describe(self) -> str:
+        return (f"{self.notebook}: dataset={self.dataset}, clients={self.clients}, seeds={list(self.seeds)}, "
+                f"rank={self.rank}, device={self.device}, quick={self.quick}, figures → {self.figures_dir}")
+
+
+def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
+    """``seeds``: how many of the paper's run seeds (an int 1–5) or an explicit list."""
+    if isinstance(seeds, bool):
+        raise ConfigError(f"seeds must be a count (1–{len(PAPER_SEEDS)}) or a list of ints, got {seeds!r}")
+    if isinstance(seeds, int):
+        if not 1 <= seeds <= len(PAPER_SEEDS):
+            raise ConfigError(f"seeds = {seeds}: give a count between 1 and {len(PAPER_SEEDS)} "
+                              f"(the paper's seeds {PAPER_SEEDS}) or an explicit list")
+        return PAPER_SEEDS[:seeds]
+    out = tuple(int(s) for s in seeds)
+    if not out or len(set(out)) != len(out):
+        raise ConfigError(f"seeds must be a non-empty list of distinct ints, got {list(seeds)}")
+    return out
+
+
+def default_figures_dir() -> Path:
+    root = repo_root()
+    return (root / "figures") if root is not None else Path("figures").resolve()
+
+
+def setup_notebook(notebook: str, dataset: str, *, clients: int = 10, seeds: int | Sequence[int] = 5,
+                   rank: int = 6, device: str = "auto", quick: bool = False, interactive: bool = False,
+                   data_root: str | None = None, results_dir: str | None = None,
+                   figures_dir: str | None = None) -> NotebookContext:
+    """Validate a notebook's parameters and prepare its run (style, folders).
+
+    Raises :class:`~pace_nb.errors.UnknownNameError` for an unknown dataset and
+    :class:`~pace_nb.errors.MissingDataError` (naming the folder and files) when its raw
+    files are absent — before any work starts."""
+    from .data import canonical_name, get_spec, missing_files, raw_dir
+    from .errors import MissingDataError
+    from .plots import set_style
+
+    name = canonical_name(dataset)
+    if get_spec(name).needs_files:
+        miss = missing_files(name, data_root)
+        if miss:
+            raise MissingDataError(
+                f"raw files for {name} not found in {raw_dir(name, data_root)} (missing: {', '.join(miss)}); "
+                f"set data_root= (or $PACE_NB_DATA) to a folder holding {get_spec(name).folder}/raw, "
+                f"or run with dataset='demo'")
+    if not isinstance(clients, int) or isinstance(clients, bool) or clients < 2:
+        raise ConfigError(f"clients must be an integer >= 2, got {clients!r}")
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+        raise ConfigError(f"rank must be an integer >= 1 (0 = dense), got {rank!r}")
+    dev = str(resolve_device(device))
+    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+    set_style()
+    figs = Path(figures_dir) if figures_dir else default_figures_dir()
+    figs.mkdir(parents=True, exist_ok=True)
+    return NotebookContext(notebook, name, clients, resolve_seeds(seeds), rank, dev, bool(quick),
+                           bool(interactive), data_root, results_dir, figs)
+
+
+# ----------------------------------------------------------------------------- finding notebooks
+def notebook_dir() -> Path:
+    root = repo_root()
+    if root is None:
+        raise ConfigError("the notebooks live in the pace_nb source checkout; none found beside this package")
+    return root / "notebooks"
+
+
+def list_notebooks(directory: str | os.PathLike | None = None) -> list[Path]:
+    """The numbered notebooks ``NN_*.ipynb`` in order."""
+    d = Path(directory) if directory else notebook_dir()
+    return sorted(p for p in d.glob("[0-9][0-9]_*.ipynb"))
+
+
+def select_notebooks(names: Iterable[str] | None = None, directory=None) -> list[Path]:
+    """Notebooks matching each name by stem, number prefix ("03") or unique substring."""
+    books = list_notebooks(directory)
+    if not names:
+        return books
+    out = []
+    for raw in names:
+        n = str(raw).strip().removesuffix(".ipynb")
+        hits = [p for p in books if p.stem == n] or [p for p in books if p.stem.split("_")[0] == n] \
+            or [p for p in books if n.lower() in p.stem.lower()]
+        if len(hits) != 1:
+            raise unknown("notebook", raw, [p.stem for p in books])
+        out += [h for h in hits if h not in out]
+    return out
+
+
+def parameters_cell(nb) -> dict[str, Any]:
+    """Default values of the (single) ``parameters``-tagged cell (literal assignments)."""
+    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(cells) != 1:
+        raise ConfigError(f"a notebook needs exactly one cell tagged 'parameters', found {len(cells)}")
+    out = {}
+    for node in ast.parse(cells[0].source).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Name) and node.value is not None:
+            out[target.id] = ast.literal_eval(node.value)
+    return out
+
+
+# ----------------------------------------------------------------------------- fingerprints
+def package_fingerprint() -> str:
+    """Version + sha256 over every source file of the package (what a notebook calls)."""
+    h = hashlib.sha256(__version__.encode())
+    for p in sorted(PACKAGE_DIR.rglob("*")):
+        if p.suffix in (".py", ".csv", ".json", ".toml") and "__pycache__" not in p.parts:
+            h.update(str(p.relative_to(PACKAGE_DIR)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def store_fingerprint(results_dir: str | os.PathLike | None) -> str:
+    """Names, sizes and mtimes of the results store's committed cells (cheap, no reads)."""
+    from .config import results_dir as _results_dir
+
+    cells = Path(_results_dir(results_dir)) / "cells"
+    h = hashlib.sha256()
+    for p in sorted(cells.glob("*.json")) if cells.is_dir() else []:
+        st = p.stat()
+        h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+def input_key(path: Path, parameters: dict, package: str | None = None) -> str:
+    """Key of one execution: notebook bytes, parameters, package fingerprint, and the results
+    store for notebooks that read it."""
+    body = Path(path).read_bytes()
+    parts = {"notebook": hashlib.sha256(body).hexdigest(), "parameters": parameters,
+             "package": package or package_fingerprint()}
+    if b"nb.results_dir" in body:
+        parts["store"] = store_fingerprint(parameters.get("results_dir"))
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- execution
+def ensure_kernel(name: str = KERNEL) -> None:
+    """Make sure a ``python3`` kernelspec exists (installs ipykernel's into the user dir if not)."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        KernelSpecManager().get_kernel_spec(name)
+    except NoSuchKernel:
+        if name != KERNEL:
+            raise unknown("kernel", name, KernelSpecManager().find_kernel_specs())
+        from ipykernel.kernelspec import install
+
+        install(user=True, kernel_name=KERNEL)
+
+
+@contextlib.contextmanager
+def kernel_environment(**extra: str):
+    """Environment for the kernel subprocess: no ``MPLBACKEND`` (pytest sets Agg; the kernel
+    must use its inline backend so figures land in the executed notebook), quiet progress."""
+    saved = dict(os.environ)
+    os.environ.pop("MPLBACKEND", None)
+    os.environ.setdefault("PACE_NB_PROGRESS", "0")
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _failure(path: Path, output: Path, exc) -> NotebookFailed:
+    first = (getattr(exc, "source", "") or "").strip().splitlines()[:1]
+    where = (f"cell {exc.cell_index} of the executed copy (In [{exc.exec_count}]"
+             + (f": {first[0][:60]}" if first else "") + ")")
+    return NotebookFailed(f"notebook {path.name} failed in {where}: {exc.ename}: {exc.evalue} "
+                          f"— executed copy with the traceback: {output}")
+
+
+def execute_notebook(path: Path, output: Path, parameters: dict, timeout: int = 900) -> None:
+    """Execute one notebook with papermill in a fresh ``python3`` kernel (cwd = its folder)."""
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    ensure_kernel()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with kernel_environment():
+        try:
+            pm.execute_notebook(str(path), str(output), parameters=parameters, kernel_name=KERNEL,
+                                progress_bar=False, cwd=str(path.parent), execution_timeout=timeout)
+        except PapermillExecutionError as exc:
+            raise _failure(path, output, exc) from exc
+
+
+@dataclass
+class NotebookRun:
+    """Outcome of one (notebook, dataset) job."""
+
+    notebook: str
+    dataset: str
+    status: str  # "executed" | "skipped"
+    seconds: float
+    output: str
+    figures: list[str]
+
+
+def _stamp_path(output: Path) -> Path:
+    return output.with_suffix(".json")
+
+
+def _new_files(folder: Path, since: float, prefix: str) -> list[str]:
+    """Figures a notebook wrote: its number prefix ("03_"), modified during its run."""
+    return sorted(p.name for p in folder.glob(f"{prefix}*") if p.is_file() and p.stat().st_mtime >= since)
+
+
+def default_datasets(quick: bool, data_root=None) -> list[str | None]:
+    """Datasets a batch run covers: quick → demo (+ Cora when its raw files are present);
+    full → each notebook's own default (None)."""
+    if not quick:
+        return [None]
+    from .data import missing_files
+
+    return ["demo"] + ([] if missing_files("Cora", data_root) else ["Cora"])
+
+
+def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, datasets: Sequence[str] | None = None,
+                  force: bool = False, figures_dir: str | os.PathLike | None = None,
+                  build_dir: str | os.PathLike | None = None, data_root: str | None = None,
+                  results_dir: str | None = None, parameters: dict | None = None, notebooks_dir=None,
+                  timeout: int = 900, log=None) -> list[NotebookRun]:
+    """Execute the selected notebooks for each dataset; returns one :class:`NotebookRun` per job.
+
+    ``quick`` uses :data:`QUICK_PARAMETERS`; ``parameters`` override per call. Executed copies
+    go to ``build_dir`` (default ``notebooks/_build``) as ``<stem>__<dataset>.ipynb`` with a
+    JSON stamp beside them; unchanged jobs are skipped unless ``force``."""
+    import nbformat
+
+    books = select_notebooks(names, notebooks_dir)
+    if not books:
+        raise ConfigError(f"no notebooks found in {notebooks_dir or notebook_dir()}")
+    figs = Path(figures_dir).resolve() if figures_dir else default_figures_dir()
+    build = Path(build_dir).resolve() if build_dir else books[0].parent / "_build"
+    figs.mkdir(parents=True, exist_ok=True)
+    package = package_fingerprint()
+    runs = []
+    for ds in (datasets or default_datasets(quick, data_root)):
+        for path in books:
+            nb_defaults = parameters_cell(nbformat.read(path, as_version=4))
+            extra = {k: v for k, v in QUICK_EXTRA.items() if k in nb_defaults} if quick else {}
+            params = {**(QUICK_PARAMETERS if quick else {}), **extra, **(parameters or {}), "figures_dir": str(figs)}
+            if ds is not None:
+                params["dataset"] = ds
+            params.update({k: v for k, v in (("data_root", data_root), ("results_dir", results_dir)) if v})
+            unknown_params = sorted(set(params) - set(nb_defaults))
+            if unknown_params:
+                raise ConfigError(f"{path.name} has no parameter(s) {unknown_params}; its parameters: "
+                                  f"{', '.join(nb_defaults)}")
+            label = params.get("dataset", nb_defaults.get("dataset"))
+            output = build / f"{path.stem}__{label}.ipynb"
+            key = input_key(path, params, package)
+            stamp = _stamp_path(output)
+            if not force and output.exists() and stamp.exists():
+                old = json.loads(stamp.read_text())
+                if old.get("key") == key and all((figs / f).exists() for f in old.get("figures", [])):
+                    runs.append(NotebookRun(path.stem, label, "skipped", 0.0, str(output), old.get("figures", [])))
+                    if log:
+                        log(f"{path.stem} [{label}]: unchanged, skipped")
+                    continue
+            if log:
+                log(f"{path.stem} [{label}]: executing …")
+            t0 = time.time()
+            stamp.unlink(missing_ok=True)
+            execute_notebook(path, output, params, timeout)
+            run = NotebookRun(path.stem, label, "executed", time.time() - t0, str(output),
+                              _new_files(figs, t0, path.stem.split("_")[0] + "_"))
+            from .io import atomic_write_json
+
+            atomic_write_json(stamp, {"key": key, **asdict(run), "parameters": params})
+            runs.append(run)
+    return runs

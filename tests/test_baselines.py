@@ -1,0 +1,425 @@
+"""Collaborative baselines: server rules by hand, local terms against autograd, the mechanism.
+
+Fast: the federated graphs here are small demo SBM graphs split by hand into 3 clients.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pace_nb.baselines import PACE_CONTROLS, make_method, method_names, run_federated, train_federated
+from pace_nb.baselines.base import FedContext, mix, size_weights
+from pace_nb.baselines.fedgta import accept_weights, client_statistics, confidence, moments
+from pace_nb.baselines.fednova import fednova_update
+from pace_nb.baselines.fedopt import adam_server_step
+from pace_nb.baselines.fedprox import proximal_term
+from pace_nb.baselines.fedproto import aggregate_prototypes, class_prototypes
+from pace_nb.baselines.fedpub import proxy_graph, prune_masks, similarity_weights
+from pace_nb.baselines.fedrcl import rcl_loss
+from pace_nb.baselines.fedtad import class_reliability, landing_probabilities
+from pace_nb.baselines.moon import moon_loss
+from pace_nb.data import DemoConfig, make_demo
+from pace_nb.errors import ConfigError, PaceNBError, UnknownNameError
+from pace_nb.federation import ClientGraph, FederatedGraph
+from pace_nb.models import init_params, stack_params
+from pace_nb.training import TrainConfig, train_local
+
+SEED = 104729
+
+
+def _split_masks(y: torch.Tensor, g: torch.Generator):
+    n = y.numel()
+    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
+    for c in y.unique():
+        idx = (y == c).nonzero().view(-1)
+        idx = idx[torch.randperm(idx.numel(), generator=g)]
+        a, b = int(0.2 * idx.numel()), int(0.6 * idx.numel())
+        masks[0][idx[:a]], masks[1][idx[a:b]], masks[2][idx[b:]] = True, True, True
+    return masks
+
+
+def demo_fg(k: int = 3, n: int = 360) -> FederatedGraph:
+    """Small demo graph split into k contiguous node blocks (communities are sorted)."""
+    data = make_demo(0, DemoConfig(num_nodes=n, num_classes=3, num_communities=12, vocab=80, words_per_node=8,
+                                   topic_words=10))
+    g = torch.Generator().manual_seed(0)
+    clients = []
+    for i, ids in enumerate(torch.arange(n).chunk(k)):
+        sub = torch.zeros(n, dtype=torch.long) - 1
+        sub[ids] = torch.arange(ids.numel())
+        ei = data.edge_index
+        keep = (sub[ei[0]] >= 0) & (sub[ei[1]] >= 0)
+        tr, va, te = _split_masks(data.y[ids], g)
+        clients.append(ClientGraph(i, ids, sub[ei[:, keep]], data.x[ids], data.y[ids], tr, va, te))
+    return FederatedGraph("demo", data, clients, 3, {"scheme": "blocks"})
+
+
+@pytest.fixture(scope="module")
+def fg():
+    return demo_fg()
+
+
+CFG = TrainConfig(epochs=10)
+
+
+@pytest.fixture(scope="module")
+def local(fg):
+    return train_local(fg, (SEED,), CFG, device="cpu", progress=False)
+
+
+def _ctx(fg, seeds=(SEED,), rnd=0, start=None):
+    w0 = [init_params(fg.num_features, fg.num_classes, 64, s) for s in seeds]
+    ctx = FedContext(fg=fg, seeds=tuple(seeds), config=CFG, rounds=1, device=torch.device("cpu"), init=w0)
+    ctx.round = rnd
+    ctx.start = start if start is not None else stack_params([w for w in w0 for _ in range(fg.num_clients)])
+    return ctx
+
+
+def _rand_params(b: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    return {"conv1.weight": torch.randn(b, 4, 5, generator=g), "conv1.bias": torch.randn(b, 4, generator=g),
+            "conv2.weight": torch.randn(b, 3, 4, generator=g), "conv2.bias": torch.randn(b, 3, generator=g)}
+
+
+# ----------------------------------------------------------------------------- server rules
+
+
+def test_fedavg_weights_are_node_shares(fg):
+    ctx = _ctx(fg)
+    sizes = [c.num_nodes for c in fg.clients]
+    trained = _rand_params(3)
+    out = make_method("fedavg").aggregate(ctx, trained, {})
+    p = np.array(sizes, dtype=float) / sum(sizes)
+    expect = sum(p[j] * trained["conv1.weight"][j].numpy() for j in range(3))
+    for i in range(3):
+        np.testing.assert_allclose(out["conv1.weight"][i].numpy(), expect, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(size_weights(torch.tensor([1.0, 3.0])).numpy(), [0.25, 0.75])
+    with pytest.raises(ConfigError):
+        size_weights(torch.tensor([0.0, 0.0]))
+
+
+def test_mix_is_per_seed_personalized():
+    trained = _rand_params(4)  # 2 seeds × 2 clients
+    w = torch.tensor([[[1.0, 0.0], [0.5, 0.5]], [[0.0, 1.0], [1.0, 0.0]]])
+    out = mix(trained, w, 2, 2)
+    v = trained["conv2.bias"]
+    torch.testing.assert_close(out["conv2.bias"], torch.stack([v[0], 0.5 * (v[0] + v[1]), v[3], v[2]]))
+
+
+def test_fedprox_gradient_is_mu_times_drift():
+    torch.manual_seed(0)
+    w = torch.randn(2, 3, 4, requires_grad=True)
+    wg = torch.randn(2, 3, 4)
+    x, y = torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
+    mu = 0.3
+    loss = sum(F.cross_entropy(x @ w[b].t(), y) for b in range(2)) + proximal_term({"w": w}, {"w": wg}, mu, ["w"])
+    (g,) = torch.autograd.grad(loss, w)
+    w2 = w.detach().clone().requires_grad_(True)
+    (g_ce,) = torch.autograd.grad(sum(F.cross_entropy(x @ w2[b].t(), y) for b in range(2)), w2)
+    torch.testing.assert_close(g, g_ce + mu * (w.detach() - wg))
+
+
+def test_fedprox_local_loss_uses_received_model(fg):
+    ctx = _ctx(fg)
+    m = make_method("fedprox", mu=0.5)
+    params = {k: v + 1.0 for k, v in ctx.start.items()}
+
+    class Step:
+        pass
+
+    step = Step()
+    step.params, step.models = params, [0, 1, 2]
+    n = sum(v.numel() for v in params.values())
+    assert float(m.local_loss(step, ctx)) == pytest.approx(0.5 * 0.5 * n)
+
+
+def test_fednova_normalization_by_hand():
+    deltas = torch.tensor([[2.0, 4.0], [3.0, -3.0], [8.0, 0.0]])
+    taus = torch.tensor([1.0, 3.0, 4.0])
+    p = torch.tensor([0.5, 0.25, 0.25])
+    tau_eff = 0.5 * 1 + 0.25 * 3 + 0.25 * 4  # 2.25
+    d = 0.5 * deltas[0] / 1 + 0.25 * deltas[1] / 3 + 0.25 * deltas[2] / 4
+    torch.testing.assert_close(fednova_update(deltas, taus, p), tau_eff * d)
+    # equal step counts → FedAvg's update
+    torch.testing.assert_close(fednova_update(deltas, torch.full((3,), 7.0), p), (p[:, None] * deltas).sum(0))
+
+
+def test_fednova_train_tau_differs_from_fedavg(fg):
+    ctx = _ctx(fg)
+    trained = {k: ctx.start[k] + torch.randn_like(ctx.start[k]) for k in ctx.start}
+    steps = make_method("fednova").aggregate(ctx, trained, {})
+    avg = make_method("fedavg").aggregate(ctx, trained, {})
+    torch.testing.assert_close(steps["conv1.weight"], avg["conv1.weight"], rtol=1e-5, atol=1e-5)
+    tr = make_method("fednova", tau="train").aggregate(ctx, trained, {})
+    assert not torch.allclose(tr["conv1.weight"], avg["conv1.weight"])
+
+
+def test_fedpub_similarity_weights():
+    e = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, -2.0]])
+    w = similarity_weights(e, 10.0)
+    cos = np.array([[1, 1 / math.sqrt(2), 0], [1 / math.sqrt(2), 1, -1 / math.sqrt(2)], [0, -1 / math.sqrt(2), 1]])
+    expect = np.exp(10 * cos)
+    expect /= expect.sum(1, keepdims=True)
+    np.testing.assert_allclose(w.numpy(), expect, rtol=1e-10)
+    np.testing.assert_allclose(w.sum(1).numpy(), 1.0)
+
+
+def test_fedpub_masks_l1_has_gradient_and_pruning(fg):
+    ctx = _ctx(fg)
+    m = make_method("fedpub", l1=0.01)
+    start = m.start_models(ctx, ctx.start)
+    assert torch.equal(start["conv1.mask"], torch.ones_like(start["conv1.weight"]))
+    params = {k: v.clone().requires_grad_(True) for k, v in start.items()}
+
+    class Step:
+        pass
+
+    step = Step()
+    step.params, step.models = params, [0, 1, 2]
+    m.local_loss(step, ctx).backward()
+    torch.testing.assert_close(params["conv2.mask"].grad, torch.full_like(params["conv2.mask"], 0.01))
+    assert params["conv1.weight"].grad is None  # round 1: no proximal term
+    pr = prune_masks({"conv1.mask": torch.tensor([0.005, -0.5, 0.0])}, 0.01)
+    assert pr["conv1.mask"].tolist() == [0.0, -0.5, 0.0]
+    x, P = proxy_graph(7, 1)
+    x2, P2 = proxy_graph(7, 1)
+    assert x.shape == (500, 7) and torch.equal(x, x2) and torch.equal(P.to_dense(), P2.to_dense())
+
+
+def test_fedpub_personalized_return_keeps_own_masks(fg):
+    ctx = _ctx(fg)
+    m = make_method("fedpub")
+    m.prepare(ctx)
+    trained = m.start_models(ctx, {k: v + 0.1 * torch.randn_like(v) for k, v in ctx.start.items()})
+    trained["conv1.mask"] = trained["conv1.mask"] * torch.tensor([1.0, 2.0, 3.0]).view(3, 1, 1)
+    stats = m.upload(ctx, trained)
+    out = m.aggregate(ctx, trained, stats)
+    w = ctx.state["weights"][0]
+    torch.testing.assert_close(out["conv2.bias"], (w.float() @ trained["conv2.bias"]))
+    torch.testing.assert_close(out["conv1.mask"], trained["conv1.mask"])
+
+
+def test_fedgta_moments_confidence_and_accept_rule():
+    x = torch.tensor([[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])
+    m = moments(x, 2, "hybrid")
+    torch.testing.assert_close(m[0], torch.tensor([0.5, 0.5]))  # raw 1st
+    torch.testing.assert_close(m[1], torch.tensor([1.25 / 3, 1.25 / 3]))  # raw 2nd
+    torch.testing.assert_close(m[2], torch.zeros(2))  # central 1st
+    torch.testing.assert_close(m[3], torch.tensor([0.5 / 3, 0.5 / 3]))  # central 2nd
+    p = torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
+    deg = torch.tensor([2.0, 4.0], dtype=torch.float64)
+    expect = 6 * 2 * math.exp(-1) + 4 * 2 * 0.5 * math.log(0.5 + 1e-8) + 2 * math.log(1 + 1e-8)
+    assert float(confidence(p, deg)) == pytest.approx(expect)
+    mom = torch.tensor([[1.0, 0.0], [1.0, 1.0], [-1.0, 0.2]])
+    w = accept_weights(mom, torch.tensor([1.0, 2.0, 3.0]), 0.5)
+    # cos(0,1)=0.707 > .5 accepted; cos(0,2) < 0; cos(1,2) < 0
+    np.testing.assert_allclose(w.numpy(), [[1 / 3, 2 / 3, 0], [1 / 3, 2 / 3, 0], [0, 0, 1]], rtol=1e-10)
+
+
+def test_fedgta_client_statistics_on_hand_graph():
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # path 0-1-2
+    y = torch.tensor([0, 1, 1])
+    tm = torch.tensor([True, False, False])
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [0.0, 3.0]])
+    mom, conf = client_statistics(logits, ei, y, tm, 2, prop_steps=1, lp_alpha=0.5, temperature=20.0, num_moments=1,
+                                  kind="raw")
+    # LP seeds only node 0 with its softmax; after one step node 1 gets 0.5 * (1/sqrt(1*2)) * p0
+    p0 = torch.softmax(logits[0].double(), 0)
+    out = torch.zeros(3, 2, dtype=torch.float64)
+    out[0] = 0.5 * p0
+    out[1] = 0.5 * p0 / math.sqrt(2)
+    raw = torch.softmax(out, 1)
+    raw[0] = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    torch.testing.assert_close(mom, raw.mean(0))
+    assert float(conf) > 0
+
+
+def test_fedproto_averages_over_holders_only():
+    protos = torch.tensor([[[1.0, 1.0], [0.0, 0.0]], [[3.0, 3.0], [5.0, 7.0]]])  # client 0 lacks class 1
+    counts = torch.tensor([[1.0, 0.0], [3.0, 2.0]])
+    g, held = aggregate_prototypes(protos, counts)
+    torch.testing.assert_close(g, torch.tensor([[2.5, 2.5], [5.0, 7.0]]))
+    assert held.tolist() == [True, True]
+    p, n = class_prototypes(torch.tensor([[1.0, 0.0], [3.0, 2.0], [5.0, 5.0]]), torch.tensor([0, 0, 2]), 3)
+    torch.testing.assert_close(p, torch.tensor([[2.0, 1.0], [0.0, 0.0], [5.0, 5.0]]))
+    assert n.tolist() == [2.0, 0.0, 1.0]
+
+
+def test_moon_loss_by_hand():
+    z = torch.tensor([[1.0, 0.0]])
+    zg = torch.tensor([[1.0, 1.0]])
+    zp = torch.tensor([[0.0, 1.0]])
+    a, b = (1 / math.sqrt(2)) / 0.5, 0.0
+    expect = -math.log(math.exp(a) / (math.exp(a) + math.exp(b)))
+    assert float(moon_loss(z, zg, zp, 0.5)) == pytest.approx(expect)
+
+
+def test_fedadam_server_step_by_hand():
+    x, d = torch.tensor([1.0, -1.0]), torch.tensor([0.2, -0.4])
+    m0, v0 = torch.tensor([0.1, 0.0]), torch.tensor([0.01, 0.0])
+    x1, m1, v1 = adam_server_step(x, d, m0, v0, lr=0.1, beta1=0.9, beta2=0.99, tau=1e-3)
+    m_ = 0.9 * m0 + 0.1 * d
+    v_ = 0.99 * v0 + 0.01 * d * d
+    torch.testing.assert_close(m1, m_)
+    torch.testing.assert_close(v1, v_)
+    torch.testing.assert_close(x1, x + 0.1 * m_ / (v_.sqrt() + 1e-3))
+
+
+def test_fedtad_reliability_by_hand():
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    x = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    y = torch.tensor([0, 1, 1])
+    tm = torch.tensor([True, True, False])
+    ckr = class_reliability(x, ei, y, tm, 2, max_walk_length=2)
+    lp = landing_probabilities(ei, 3, 2)
+    emb = F.normalize(torch.cat([x.double(), lp], 1), dim=1)
+    cos01, cos12 = float(emb[0] @ emb[1]), float(emb[1] @ emb[2])
+    r0, r1 = (1 + cos01) / 2, (1 + cos01 + cos12) / 3
+    np.testing.assert_allclose(ckr.numpy(), [r0 / (r0 + r1), r1 / (r0 + r1)], rtol=1e-10)
+    # landing probabilities: T = D^-1(A+I) on the path; diag(T) = [1/2, 1/3, 1/2]
+    np.testing.assert_allclose(lp[:, 0].numpy(), [0.5, 1 / 3, 0.5])
+
+
+def test_fedtad_diversity_and_no_distillation_is_fedavg(fg):
+    from pace_nb.baselines.fedtad import diversity_loss
+
+    g = torch.Generator().manual_seed(0)
+    z, o = torch.randn(6, 3, generator=g), torch.randn(6, 5, generator=g)
+    expect = torch.exp(-((z[None] - z[:, None]).pow(2).mean(-1) * (o[None] - o[:, None]).abs().mean(-1)).mean())
+    torch.testing.assert_close(diversity_loss(z, o), expect)
+    ctx = _ctx(fg)
+    trained = {k: v + 0.1 * torch.randn_like(v) for k, v in ctx.start.items()}
+    tad = make_method("fedtad", glb_epochs=0)
+    tad.prepare(ctx)
+    out = tad.aggregate(ctx, trained, tad.upload(ctx, trained))
+    avg = make_method("fedavg").aggregate(ctx, trained, {})
+    for k in avg:
+        torch.testing.assert_close(out[k], avg[k])
+
+
+def test_rcl_loss_by_hand():
+    f = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
+    y = torch.tensor([0, 0, 1])
+    tau, lam = 0.5, 0.7
+    s = F.normalize(f, dim=1) @ F.normalize(f, dim=1).t()
+    total = 0.0
+    for i in (0, 1):  # anchors with a positive
+        j = 1 - i
+        others = [a for a in range(3) if a != i]
+        scl = -(s[i, j] / tau - torch.logsumexp(torch.stack([s[i, a] / tau for a in others]), 0))
+        dp = math.log(math.exp(1 / tau) + (math.exp(float(s[i, j]) / tau) if s[i, j] > lam else 0)) - 1 / tau
+        total += float(scl) + dp
+    assert float(rcl_loss(f, y, tau, lam, 1.0)) == pytest.approx(total / 2, rel=1e-5)
+
+
+def test_fedaux_factorized_kernel_matches_dense_and_weights_use_aux(fg):
+    from pace_nb.baselines.fedaux import kernel_smooth
+
+    g = torch.Generator().manual_seed(0)
+    h, a = torch.randn(40, 6, generator=g).relu(), torch.randn(6, generator=g)
+    for sigma in (0.5, 1.0, 10.0):
+        s = F.cosine_similarity(h, a.unsqueeze(0), dim=-1)
+        k = torch.exp(-(s[:, None] - s[None, :]) ** 2 / sigma**2)
+        torch.testing.assert_close(kernel_smooth(h, a, sigma), k @ h / k.sum(1, keepdim=True), rtol=1e-5, atol=1e-5)
+    ctx = _ctx(fg)
+    m = make_method("fedaux1r")
+    start = m.start_models(ctx, ctx.start)
+    assert torch.equal(start["aux"][0], start["aux"][2])  # a0 shared through the global model
+    trained = dict(start)
+    trained["aux"] = torch.tensor([[1.0] + [0.0] * 63, [1.0, 1.0] + [0.0] * 62, [0.0, -1.0] + [0.0] * 62])
+    out = m.aggregate(ctx, trained, {})
+    torch.testing.assert_close(ctx.state["weights"][0], similarity_weights(trained["aux"], 10.0))
+    torch.testing.assert_close(out["aux"], (ctx.state["weights"][0].float() @ trained["aux"]))
+
+
+# ----------------------------------------------------------------------------- names and params
+
+
+def test_unknown_method_and_bad_parameters():
+    with pytest.raises(UnknownNameError, match="fedavg"):
+        make_method("fedfoo")
+    with pytest.raises(ConfigError, match="mu"):
+        make_method("fedprox", mu=None)
+    with pytest.raises(ConfigError, match="mu"):
+        make_method("fedprox", mu=-1.0)
+    with pytest.raises(ConfigError, match="bogus"):
+        make_method("fedavg", bogus=1)
+    with pytest.raises(PaceNBError):
+        make_method("fedgta", moment_type="weird")
+    assert set(PACE_CONTROLS) <= set(method_names())
+
+
+# ----------------------------------------------------------------------------- the mechanism
+
+
+def test_plain_methods_reuse_local_bit_for_bit(fg, local):
+    run = train_federated(fg, "fedavg", 1, 10, (SEED,), config=CFG, local=local, device="cpu", progress=False)
+    fresh = train_federated(fg, "fedavg", 1, 10, (SEED,), config=CFG, device="cpu", progress=False)
+    for k in run.trained:
+        assert torch.equal(run.trained[k], local.params[k])
+        torch.testing.assert_close(fresh.trained[k], local.params[k], rtol=1e-5, atol=1e-6)
+    p = size_weights(torch.tensor([c.num_nodes for c in fg.clients], dtype=torch.float64))
+    expect = torch.einsum("k,k...->...", p.float(), local.params["conv2.weight"])
+    for k in range(3):
+        torch.testing.assert_close(run.model(0, k)["conv2.weight"], expect)
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fednova", "fedrcl", "fedpub", "fedtad", "fedgta",
+                                  "fedaux1r", "fedproto", "moon", "fedadam"])
+def test_one_round_rows_for_every_method(fg, local, name):
+    params = {"glb_epochs": 1, "num_gen": 30, "it_d": 2} if name == "fedtad" else {}
+    rows = run_federated(fg, name, (SEED,), config=CFG, local=local, device="cpu", progress=False,
+                         method_params=params)
+    assert {r["variant"] for r in rows} == {"native", "cnll"}
+    assert len(rows) == 2 * (fg.num_clients + 1)
+    pooled = {r["variant"]: r for r in rows if r["receiver"] == -1}
+    for r in rows:
+        assert r["method"] == name and 0 <= r["acc"] <= 100
+    assert 0 <= pooled["cnll"]["alpha"] <= 1
+    recv = [r for r in rows if r["variant"] == "cnll" and r["receiver"] >= 0]
+    for r in recv:  # alpha = 0 → exactly Local
+        if r["alpha"] == 0:
+            assert r["acc"] == r["acc_local"]
+
+
+def test_fedproto_one_round_is_local(fg, local):
+    run = train_federated(fg, "fedproto", 1, 10, (SEED,), config=CFG, local=local, device="cpu", progress=False)
+    for k in local.params:
+        assert torch.equal(run.returned[k], local.params[k])
+
+
+def test_multi_round_fedavg_and_moon_run(fg):
+    run = train_federated(fg, "fedavg", rounds=3, local_epochs=2, seeds=(SEED,), config=CFG, device="cpu",
+                          progress=False)
+    assert run.rounds == 3 and len(run.history) == 3
+    w = run.returned["conv1.weight"]
+    assert torch.equal(w[0], w[1]) and torch.equal(w[1], w[2])  # one global model
+    moon = train_federated(fg, "moon", rounds=2, local_epochs=2, seeds=(SEED,), config=CFG, device="cpu",
+                           progress=False)
+    proto = train_federated(fg, "fedproto", rounds=2, local_epochs=2, seeds=(SEED,), config=CFG, device="cpu",
+                            progress=False)
+    assert torch.isfinite(moon.returned["conv1.weight"]).all() and torch.isfinite(proto.returned["conv1.weight"]).all()
+    with pytest.raises(ConfigError, match="rounds"):
+        train_federated(fg, "fedavg", rounds=0, seeds=(SEED,), progress=False)
+
+
+def test_protocol_registry_runs_controls_and_pace(fg):
+    from pace_nb.protocol import available_methods, get_method, run_protocol, summarize
+
+    assert set(PACE_CONTROLS) <= set(available_methods())
+    rows = run_protocol(fg, methods=["local", "fedavg", "fedtad", "pace"], seeds=(SEED,), device="cpu",
+                        progress=False, train_config=CFG, method_params={"fedtad": {"glb_epochs": 1, "num_gen": 30}})
+    summ = summarize(rows)
+    got = set(zip(summ["method"], summ["variant"]))
+    assert {("fedavg", "native"), ("fedavg", "cnll"), ("fedtad", "cnll"), ("fedtad", "native"), ("local", "native")} <= got
+    local_acc = float(summ[(summ.method == "local")]["acc_mean"].iloc[0])
+    # CNLL never moves a receiver whose validation NLL does not improve: pooled +CNLL stays near Local
+    for m in ("fedavg", "fedtad"):
+        acc = float(summ[(summ.method == m) & (summ.variant == "cnll")]["acc_mean"].iloc[0])
+        assert acc >= local_acc - 10
+    with pytest.raises(UnknownNameError):
+        get_method("fedfoo")

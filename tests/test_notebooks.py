@@ -1,0 +1,212 @@
+"""Notebooks: committed form, the papermill runner (skip / force / failure / backend), the first
+cell's errors, and one quick execution of every notebook (marked slow)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from pace_nb import notebooks as nbr
+from pace_nb.cli import main
+from pace_nb.errors import ConfigError, UnknownNameError
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+COMMON = {"dataset", "clients", "seeds", "rank", "device", "quick", "interactive", "data_root", "results_dir",
+          "figures_dir"}
+
+
+def test_six_notebooks_are_committed():
+    assert [p.stem.split("_")[0] for p in BOOKS] == ["01", "02", "03", "04", "05", "06"]
+
+
+@pytest.mark.parametrize("path", BOOKS, ids=lambda p: p.stem)
+def test_committed_notebook_form(path):
+    """Stripped outputs, python3 kernelspec, exactly one parameters cell that papermill parses,
+    and the setup cell right after it."""
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code), "commit notebooks with outputs stripped"
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1 and tagged[0] is code[0]
+    defaults = nbr.parameters_cell(nb)
+    assert COMMON <= set(defaults) and defaults["interactive"] is False and defaults["quick"] is False
+    from papermill.translators import PythonTranslator
+
+    parsed = {p.name for p in PythonTranslator.inspect(tagged[0])}
+    assert parsed == set(defaults), "every parameter must be visible to papermill (typed, one per line)"
+    assert "# " in tagged[0].source  # commented defaults
+    assert "setup_notebook(" in code[1].source and f'"{path.stem}"' in code[1].source
+    assert "*.ipynb filter=nbstripout" in (ROOT / ".gitattributes").read_text()
+
+
+def test_committed_notebooks_are_nbstripout_fixed_points():
+    """What git's nbstripout filter would commit is exactly what is in the tree."""
+    import subprocess
+    import sys
+
+    for path in BOOKS:
+        out = subprocess.run([sys.executable, "-m", "nbstripout", "-t", str(path)], capture_output=True, check=True)
+        assert out.stdout == path.read_bytes(), f"{path.name}: run nbstripout on it"
+
+
+def test_parameters_cell_errors():
+    nb = new_notebook(cells=[new_code_cell("x = 1")])
+    with pytest.raises(ConfigError, match="exactly one cell tagged 'parameters'"):
+        nbr.parameters_cell(nb)
+
+
+def test_resolve_seeds_and_selection():
+    assert nbr.resolve_seeds(2) == (104729, 130363)
+    assert nbr.resolve_seeds([7, 8]) == (7, 8)
+    for bad in (0, 6, True, [], [1, 1]):
+        with pytest.raises(ConfigError):
+            nbr.resolve_seeds(bad)
+    assert [p.stem for p in nbr.select_notebooks(["03", "harm"])] == ["03_alpha_paths", "04_receiver_harm"]
+    with pytest.raises(UnknownNameError, match="unknown notebook 'nope'"):
+        nbr.select_notebooks(["nope"])
+
+
+def test_setup_notebook_errors(tmp_path):
+    with pytest.raises(UnknownNameError, match="unknown dataset 'Coraa'"):
+        nbr.setup_notebook("01_x", "Coraa", figures_dir=str(tmp_path))
+    with pytest.raises(nbr.PaceNBError, match=r"raw files for Cora not found in .*Cora/raw"):
+        nbr.setup_notebook("01_x", "Cora", data_root=str(tmp_path), figures_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match="clients"):
+        nbr.setup_notebook("01_x", "demo", clients=1, figures_dir=str(tmp_path))
+    ctx = nbr.setup_notebook("01_local_training", "DEMO", seeds=1, figures_dir=str(tmp_path / "f"))
+    assert ctx.dataset == "demo" and ctx.seeds == (104729,) and ctx.figures_dir.is_dir()
+
+
+def test_input_key_tracks_notebook_parameters_and_package(tmp_path):
+    p = tmp_path / "01_a.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell("x = 1")]), p)
+    k = nbr.input_key(p, {"a": 1}, "pkg")
+    assert k == nbr.input_key(p, {"a": 1}, "pkg")
+    assert len({k, nbr.input_key(p, {"a": 2}, "pkg"), nbr.input_key(p, {"a": 1}, "pkg2")}) == 3
+    nbformat.write(new_notebook(cells=[new_code_cell("x = 2")]), p)
+    assert nbr.input_key(p, {"a": 1}, "pkg") != k
+    assert len(nbr.package_fingerprint()) == 64
+
+
+# ----------------------------------------------------------------------------- runner on tiny notebooks
+def _tiny(folder: Path, body: str, name: str = "01_tiny") -> Path:
+    params = new_code_cell('value: int = 1  # a number\ndataset: str = "x"  # a label\n'
+                           'figures_dir: "Optional[str]" = None  # output folder')
+    params.metadata["tags"] = ["parameters"]
+    nb = new_notebook(cells=[params, new_code_cell(body)],
+                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+BODY = """\
+import os, pathlib, matplotlib
+import matplotlib.pyplot as plt
+print("backend", matplotlib.get_backend(), os.environ.get("MPLBACKEND"))
+pathlib.Path(figures_dir, f"01_fig_{value}.png").write_text("x")
+plt.plot([0, 1])
+plt.show()"""
+
+
+def test_runner_skips_unchanged_reruns_changed_and_uses_inline_backend(tmp_path, monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")  # as pytest sets it: must not reach the kernel
+    books, figs, build = tmp_path / "nb", tmp_path / "figs", tmp_path / "build"
+    _tiny(books, BODY)
+    kw = dict(notebooks_dir=books, figures_dir=figs, build_dir=build, datasets=["x"])
+    first = nbr.run_notebooks(parameters={"value": 1}, **kw)
+    assert [r.status for r in first] == ["executed"] and first[0].figures == ["01_fig_1.png"]
+    out = nbformat.read(first[0].output, as_version=4)
+    text = "".join(o.get("text", "") for o in out.cells[-1].outputs if o.output_type == "stream")
+    assert "inline" in text and "Agg" not in text
+    assert any("image/png" in o.get("data", {}) for o in out.cells[-1].outputs)
+    assert os.environ["MPLBACKEND"] == "Agg"  # restored for the test process
+    assert json.loads(Path(first[0].output).with_suffix(".json").read_text())["parameters"]["value"] == 1
+    assert [r.status for r in nbr.run_notebooks(parameters={"value": 1}, **kw)] == ["skipped"]
+    assert [r.status for r in nbr.run_notebooks(parameters={"value": 1}, force=True, **kw)] == ["executed"]
+    (figs / "01_fig_1.png").unlink()  # a lost figure forces a rerun
+    assert [r.status for r in nbr.run_notebooks(parameters={"value": 1}, **kw)] == ["executed"]
+    assert [r.status for r in nbr.run_notebooks(parameters={"value": 2}, **kw)] == ["executed"]
+    with pytest.raises(ConfigError, match="has no parameter"):
+        nbr.run_notebooks(parameters={"nope": 1}, **kw)
+
+
+def test_failing_cell_names_notebook_and_cell(tmp_path):
+    books = tmp_path / "nb"
+    _tiny(books, "x = 1\nraise ValueError('broken on purpose')", name="02_bad")
+    with pytest.raises(nbr.NotebookFailed, match=r"02_bad.ipynb failed in cell 2 of the executed copy \(In \[3\]: x = 1\): "
+                                                    r"ValueError: broken on purpose"):
+        nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "f", build_dir=tmp_path / "b", datasets=["x"])
+    assert not (tmp_path / "b" / "02_bad__x.json").exists()  # a failed run leaves no stamp
+
+
+def test_first_cell_fails_clearly_under_papermill(tmp_path):
+    """Unknown dataset / missing raw files stop the real notebook at its setup cell."""
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    book = ROOT / "notebooks" / "01_local_training.ipynb"
+    with nbr.kernel_environment():
+        with pytest.raises(PapermillExecutionError) as err:
+            pm.execute_notebook(str(book), str(tmp_path / "o1.ipynb"), kernel_name="python3", progress_bar=False,
+                                parameters={"dataset": "Coraa", "figures_dir": str(tmp_path)})
+        assert err.value.ename == "UnknownNameError" and "unknown dataset 'Coraa'" in err.value.evalue
+        with pytest.raises(PapermillExecutionError) as err:
+            pm.execute_notebook(str(book), str(tmp_path / "o2.ipynb"), kernel_name="python3", progress_bar=False,
+                                parameters={"dataset": "Cora", "data_root": str(tmp_path / "empty"),
+                                            "figures_dir": str(tmp_path)})
+        assert err.value.ename == "MissingDataError" and "raw files for Cora not found" in err.value.evalue
+
+
+def test_cli_figures_reports_unknown_notebook(capsys):
+    assert main(["figures", "--only", "nope"]) == 2
+    assert "pace-nb: error: unknown notebook 'nope'" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- every notebook, quick
+@pytest.mark.slow
+@pytest.mark.parametrize("path", BOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_quick(path, tmp_path):
+    figs = tmp_path / "figures"
+    runs = nbr.run_notebooks([path.stem], quick=True, datasets=["demo"], figures_dir=figs,
+                             build_dir=tmp_path / "build", results_dir=str(tmp_path / "results"))
+    assert [r.status for r in runs] == ["executed"]
+    out = nbformat.read(runs[0].output, as_version=4)
+    errors = [o for c in out.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    pngs = sorted(p.name for p in figs.glob("*.png"))
+    if path.stem != "06_paper_tables":  # 06 draws only when reproduced values exist
+        assert pngs and all(p.startswith(path.stem[:2]) for p in pngs)
+        assert {p[:-4] for p in pngs} == {p.stem for p in figs.glob("*.pdf")}
+        shown = sum("image/png" in o.get("data", {}) for c in out.cells if c.cell_type == "code" for o in c.outputs)
+        assert shown >= len(pngs)
+
+
+WIDGET_BODY = """\
+import torch
+from pace_nb import views, widgets
+g = torch.Generator().manual_seed(0)
+zl = [torch.randn(12, 3, generator=g)]
+lg = views.ReceiverLogits(zl, [z + 1 for z in zl], [torch.arange(12) % 3], [torch.arange(12) < 6],
+                          [torch.arange(12) >= 6], {0: 0.5})
+box = widgets.alpha_explorer(lg, views.alpha_paths(lg, 5), interactive=True)
+print("live widgets:", box is not None)"""
+
+
+def test_widgets_attach_in_a_live_kernel(tmp_path):
+    """In a real kernel, interactive=True shows the static figure AND a widget box."""
+    books = tmp_path / "nb"
+    _tiny(books, WIDGET_BODY)
+    run = nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "f", build_dir=tmp_path / "b", datasets=["x"])
+    outs = nbformat.read(run[0].output, as_version=4).cells[-1].outputs
+    kinds = [k for o in outs for k in o.get("data", {})]
+    assert "image/png" in kinds and "application/vnd.jupyter.widget-view+json" in kinds
+    assert "live widgets: True" in "".join(o.get("text", "") for o in outs)

@@ -1,0 +1,309 @@
+"""Figures, their tidy inputs (views) and the widget explorers, on small synthetic objects."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from pace_nb import plots, spear_plots, views, widgets  # noqa: E402
+from pace_nb.errors import ConfigError  # noqa: E402
+from pace_nb.federation import ClientGraph, FederatedGraph  # noqa: E402
+from pace_nb.models import init_params  # noqa: E402
+from pace_nb.training import LocalModels, TrainConfig  # noqa: E402
+from fake_results import make_rows  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+# ----------------------------------------------------------------------------- fixtures
+def _fg(k=3, n=30, f=12, c=3, seed=0) -> FederatedGraph:
+    g = torch.Generator().manual_seed(seed)
+    clients = []
+    for i in range(k):
+        y = torch.arange(n) % c
+        src = torch.randint(0, n, (40,), generator=g)
+        dst = torch.randint(0, n, (40,), generator=g)
+        keep = src != dst
+        ei = torch.cat([torch.stack([src[keep], dst[keep]]), torch.stack([dst[keep], src[keep]])], 1)
+        split = torch.arange(n) % 5
+        clients.append(ClientGraph(i, torch.arange(i * n, (i + 1) * n), ei, torch.rand(n, f, generator=g), y,
+                                   split == 0, (split == 1) | (split == 2), split >= 3))
+    return FederatedGraph("synthetic", None, clients, c, {"scheme": "louvain"})
+
+
+def _local(fg, seeds=(1, 2), hidden=8) -> LocalModels:
+    """Local models = W0 + random updates (no training needed for the views)."""
+    w0 = [init_params(fg.num_features, fg.num_classes, hidden, s) for s in seeds]
+    g = torch.Generator().manual_seed(7)
+    params = {n: torch.stack([w[n] + 0.1 * torch.randn(w[n].shape, generator=g) for w in w0
+                              for _ in range(fg.num_clients)]) for n in w0[0]}
+    curves = pd.DataFrame({"model": np.tile(np.arange(len(seeds) * fg.num_clients), 5),
+                           "epoch": np.repeat(np.arange(5), len(seeds) * fg.num_clients)})
+    curves["loss"] = 1.0 / (1 + curves["epoch"])
+    curves["train_acc"] = 0.5 + 0.1 * curves["epoch"]
+    return LocalModels(tuple(seeds), fg.num_clients, w0, params, TrainConfig(hidden=hidden), curves)
+
+
+def _labelled(fig, i=0) -> None:
+    """A figure is titled and its ticked data axes carry x and y labels (grids label the
+    outer panels only; embedding panels such as UMAP hide their ticks and need none)."""
+    drawn = [ax for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"
+             and (ax.lines or ax.collections or ax.patches or ax.images)]
+    assert drawn, f"figure {i} draws nothing"
+    ticked = [ax for ax in drawn if len(ax.get_xticks())]
+    if ticked:
+        assert any(ax.get_xlabel() for ax in ticked) and any(ax.get_ylabel() for ax in ticked), f"figure {i}"
+    assert fig.get_suptitle() or any(ax.get_title() for ax in drawn), f"figure {i} has no title"
+
+
+# ----------------------------------------------------------------------------- style, saving
+def test_method_colours_are_fixed_and_stable():
+    assert plots.method_color("PACE") == plots.method_color("pace") == plots.METHOD_COLORS["pace"]
+    assert plots.method_color("brand-new") == plots.method_color("brand-new")
+    assert plots.method_palette(["local", "pace"]) == {"local": "#7f7f7f", "pace": "#d62728"}
+
+
+def test_save_figure_writes_png_and_pdf(tmp_path):
+    plots.set_style()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    paths = plots.save_figure(fig, "demo_fig", tmp_path / "out")
+    assert [p.suffix for p in paths] == [".png", ".pdf"]
+    assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert paths[1].read_bytes()[:5] == b"%PDF-"
+    with pytest.raises(ConfigError, match="plain file stem"):
+        plots.save_figure(fig, "../escape", tmp_path)
+    with pytest.raises(ConfigError, match="formats"):
+        plots.save_figure(fig, "x", tmp_path, formats=("jpg",))
+
+
+def test_missing_columns_and_empty_frames_are_clear_errors():
+    with pytest.raises(ConfigError, match="needs columns split"):
+        plots.plot_partition(pd.DataFrame({"client": [0], "class": [0], "count": [1]}))
+    with pytest.raises(ConfigError, match="empty"):
+        plots.plot_alpha_paths(pd.DataFrame(columns=["receiver", "alpha", "val_nll", "val_acc", "test_acc"]))
+
+
+# ----------------------------------------------------------------------------- views (math)
+def test_partition_frame_counts_every_node_once():
+    fg = _fg()
+    parts = views.partition_frame(fg)
+    assert parts["count"].sum() == sum(c.num_nodes for c in fg.clients)
+    c0 = parts[(parts.client == 0) & (parts.split == "train")]
+    assert c0["count"].tolist() == torch.bincount(fg.clients[0].y[fg.clients[0].train_mask], minlength=3).tolist()
+
+
+def test_curves_frame_maps_seed_major_models():
+    fg = _fg()
+    local = _local(fg)
+    cur = views.curves_frame(local)
+    row = cur[cur["model"] == 4].iloc[0]  # b = s*K + k = 1*3 + 1
+    assert (row["seed"], row["client"]) == (2, 1)
+
+
+def test_delta_spectra_and_rank_energy_match_numpy():
+    fg = _fg()
+    local = _local(fg)
+    spec = views.delta_spectra(local, s=1)
+    d = (local.params["conv1.weight"][3 + 2] - local.init[1]["conv1.weight"]).double().numpy()
+    sv = np.linalg.svd(d, compute_uv=False)
+    got = spec[(spec.param == "conv1.weight") & (spec.client == 2)].sort_values("index")["sigma"].to_numpy()
+    np.testing.assert_allclose(got, sv, rtol=1e-6)
+    en = views.rank_energy(spec, [2])
+    u, s, vt = np.linalg.svd(d)
+    approx = (u[:, :2] * s[:2]) @ vt[:2]
+    kept = 1 - np.linalg.norm(d - approx) ** 2 / np.linalg.norm(d) ** 2
+    assert en[(en.param == "conv1.weight") & (en.client == 2)]["energy"].item() == pytest.approx(kept, rel=1e-6)
+
+
+def test_consensus_frame_regmean_matches_formula():
+    fg = _fg()
+    local = _local(fg)
+    cons = views.consensus_frame(fg, local, s=0, rank=None)
+    sk = views.sketch_frame(fg, local, s=0)
+    name = "conv2.weight"
+    c = sk[sk.param == name].pivot(index="client", columns="column", values="c").to_numpy()
+    deltas = np.stack([(local.model(0, k)[name] - local.init[0][name]).numpy() for k in range(3)])
+    reg = (deltas * c[:, None, :]).sum(0) / c.sum(0)[None, :]
+    f = cons[cons.param == name].sort_values("column")
+    np.testing.assert_allclose(f["regmean"], np.linalg.norm(reg, axis=0), rtol=1e-5)
+    np.testing.assert_allclose(f["mean"], np.linalg.norm(deltas.mean(0), axis=0), rtol=1e-5)
+    np.testing.assert_allclose(f["weight"], c.sum(0), rtol=1e-5)
+
+
+def _logits(k=2, n=20, c=3):
+    g = torch.Generator().manual_seed(3)
+    zl = [torch.randn(n, c, generator=g) for _ in range(k)]
+    ze = [z + torch.randn(n, c, generator=g) for z in zl]
+    y = [torch.arange(n) % c for _ in range(k)]
+    vm = [torch.arange(n) % 2 == 0 for _ in range(k)]
+    return views.ReceiverLogits(zl, ze, y, vm, [~m for m in vm], {0: 0.25, 1: 1.0})
+
+
+def test_alpha_paths_and_blend_predictions():
+    lg = _logits()
+    paths = views.alpha_paths(lg, num=11)
+    assert sorted(paths.receiver.unique()) == [0, 1] and len(paths) == 22
+    r0 = paths[(paths.receiver == 0) & (paths.alpha == 0)].iloc[0]
+    tm = lg.test_mask[0]
+    assert r0["test_acc"] == pytest.approx(float((lg.z_local[0][tm].argmax(1) == lg.y[0][tm]).float().mean()))
+    assert torch.equal(lg.blend_predictions(1, 0.0), lg.z_local[1].argmax(-1))
+    assert torch.equal(lg.blend_predictions(1, 1.0), lg.z_external[1].argmax(-1))
+
+
+def test_alpha_utilisation_frame_and_sweep_frame():
+    rows = make_rows(num_clients=3)
+    util = views.alpha_utilisation_frame(rows)
+    assert util[["alpha_mean", "alpha_zero_frac", "upload_ratio", "return_ratio"]].iloc[0].tolist() == [0.5, 0.0, 12.0, 10.0]
+    sw = pd.DataFrame({"swept": ["gamma", "gamma", "T"], "gamma": [0.1, 1.0, 0.1], "T": [2, 2, 4],
+                       "acc": [80.0, 81.0, 79.0], "dataset": "Cora"})
+    out = views.sweep_frame(sw)
+    assert out[["param", "value"]].values.tolist() == [["gamma", 0.1], ["gamma", 1.0], ["T", 4.0]]
+    with pytest.raises(ConfigError, match="swept"):
+        views.sweep_frame(sw.drop(columns="swept"))
+
+
+# ----------------------------------------------------------------------------- every figure renders
+def test_pace_figures_render_labelled():
+    fg = _fg()
+    local = _local(fg)
+    rows = pd.concat([make_rows("Cora", methods={("local", "native", 0): 0.0, **{("pace", "full", r): 1.0 + r / 10
+                                                                               for r in (2, 6, 0)}}),
+                      make_rows("demo", methods={("pace", "full", 6): 2.0})])
+    from pace_nb import diagnostics
+
+    rep = diagnostics.diagnostics_report(make_rows("Cora"))
+    util = views.alpha_utilisation_frame(rows)
+    paper = pd.DataFrame({"dataset": ["Cora"], "metric": ["alpha_mean"], "value": [0.655]})
+    lg = _logits()
+    figs = [plots.plot_partition(views.partition_frame(fg)), plots.plot_training_curves(views.curves_frame(local)),
+            plots.plot_client_accuracy(rows, ("local", "pace")),
+            plots.plot_singular_spectra(views.delta_spectra(local), rank=2),
+            plots.plot_sketch_moments(views.sketch_frame(fg, local)),
+            plots.plot_consensus_compare(views.consensus_frame(fg, local)),
+            plots.plot_variant_bars(rows, [("local", "native"), ("pace", "full")]),
+            plots.plot_rank_study(rows), plots.plot_alpha_paths(views.alpha_paths(lg, 11), lg.alpha_star),
+            plots.plot_alpha_utilisation(util, paper), plots.plot_paired_differences(rep["paired"]),
+            plots.plot_harm_units(rep["harm"], rep["receivers"]), plots.plot_receiver_means(rep["receivers"])]
+    for i, fig in enumerate(figs):
+        _labelled(fig, i)
+
+
+def test_rank_study_places_dense_last_and_reads_percent():
+    rows = make_rows("Cora", methods={("pace", "full", r): 1.0 for r in (2, 6, 0)})
+    fig = plots.plot_rank_study(rows)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "6", "Dense"]
+    comm = fig.axes[-1]
+    assert comm.lines[0].get_ydata().tolist() == [12.0, 12.0, 12.0]  # percent, not ×100
+
+
+def test_spear_figures_render():
+    rng = np.random.default_rng(0)
+    coords = pd.DataFrame({"representation": np.repeat(["raw", "fedavg"], 50), "x": rng.normal(size=100),
+                           "y": rng.normal(size=100), "label": rng.integers(0, 3, 100), "client": rng.integers(0, 4, 100)})
+    protos = pd.DataFrame({"kind": ["local"] * 6 + ["global"] * 3, "x": rng.normal(size=9), "y": rng.normal(size=9),
+                           "label": [0, 1, 2, 0, 1, 2, 0, 1, 2]})
+    sweeps = pd.DataFrame({"param": ["gamma"] * 3 + ["T"] * 3, "value": [0.01, 0.1, 1, 0, 1, 2],
+                           "acc": [70, 71, 72, 60, 65, 70], "variant": "full"})
+    table = pd.DataFrame({"table": ["1", "1", "3"], "ours": [79.0, 64.0, 12.0], "paper": [79.2, 65.4, 12.1],
+                          "label": ["a", "b", "c"]})
+    figs = [spear_plots.plot_umap_panels(coords, {"raw": 0.1, "fedavg": -0.2}),
+            spear_plots.plot_silhouettes(pd.DataFrame({"representation": ["raw", "fedavg"], "silhouette": [0.1, -0.3]})),
+            spear_plots.plot_prototypes(coords[coords.representation == "raw"], protos, {"local": 0.32, "global": 0.2}),
+            spear_plots.plot_sweeps(sweeps, hue="variant"), spear_plots.plot_ours_vs_paper(table)]
+    assert "silhouette +0.100" in figs[0].axes[0].get_title()
+    assert figs[3].axes[0].get_xscale() == "log"
+    for i, fig in enumerate(figs):
+        _labelled(fig, i)
+
+
+# ----------------------------------------------------------------------------- widgets
+def test_widgets_degrade_to_static_headless(capsys):
+    lg = _logits()
+    paths = views.alpha_paths(lg, 11)
+    assert not widgets.widgets_available()
+    assert widgets.alpha_explorer(lg, paths, interactive=True) is None
+    assert "static figure only" in capsys.readouterr().out
+    rows = make_rows("Cora", methods={("local", "native", 0): 0.0, **{("pace", "full", r): 1.0 for r in (2, 6)}})
+    rows = rows.assign(bytes_up=1000.0, bytes_down=800.0)
+    assert widgets.rank_explorer(rows, interactive=False) is None
+    fg = _fg()
+    assert widgets.client_explorer(views.partition_frame(fg), views.curves_frame(_local(fg)), rows) is None
+
+
+def test_widget_figures_check_inputs_and_compute():
+    lg = _logits()
+    paths = views.alpha_paths(lg, 11)
+    fig = widgets.alpha_view_figure(lg, paths, 0, 0.0)
+    assert "0 changed vs Local" in fig.axes[1].get_title()
+    with pytest.raises(ConfigError, match="receiver 5"):
+        widgets.alpha_view_figure(lg, paths, 5, 0.5)
+    with pytest.raises(ConfigError, match="alpha"):
+        widgets.alpha_view_figure(lg, paths, 0, 1.5)
+    rows = make_rows("Cora", num_clients=4, methods={("pace", "full", 6): 1.0})
+    rows.loc[rows.receiver < 0, "bytes_up"] = 4000.0
+    rows.loc[rows.receiver < 0, "bytes_down"] = 2000.0
+    tab = widgets.rank_table(rows)
+    assert tab[["bytes_up", "bytes_down"]].iloc[0].tolist() == [1000.0, 500.0]  # per client = total / K
+    with pytest.raises(ConfigError, match="rank 4 was not run"):
+        widgets.rank_view_figure(rows, 4)
+    with pytest.raises(ConfigError, match="client 9"):
+        widgets.client_view_figure(views.partition_frame(_fg()), None, None, 9)
+
+
+def test_with_store_adds_other_datasets_only(results_tmp):
+    from pace_nb.results import ResultsStore
+
+    ResultsStore().append(pd.concat([make_rows("Cora", num_clients=3), make_rows("CiteSeer", num_clients=3),
+                                     make_rows("PubMed", num_clients=5)]))
+    own = make_rows("Cora", num_clients=3, base=50.0)
+    out = views.with_store(own, None, partition="louvain", num_clients=3)
+    assert sorted(out["dataset"].unique()) == ["CiteSeer", "Cora"]
+    assert out[out.dataset == "Cora"]["acc"].min() < 60  # the notebook's own Cora rows win
+    assert len(out) == len(own) + len(make_rows("CiteSeer", num_clients=3))
+    labels = plots._setting_labels(pd.DataFrame({"dataset": ["Cora", "Cora"], "num_clients": [5, 10]}))
+    assert labels == ["Cora (num_clients=5)", "Cora (num_clients=10)"]
+
+
+def test_ours_vs_paper_from_table_comparisons():
+    from pace_nb import tables
+
+    rows = make_rows("Cora", num_clients=10)
+    pairs = views.ours_vs_paper(tables.build_tables(rows, "1"))
+    assert len(pairs) and pairs["ours"].dtype.kind == "f" and pairs["paper"].dtype.kind == "f"
+    assert (pairs["diff"] - (pairs["ours"] - pairs["paper"])).abs().max() < 1e-9
+    assert (pairs["table"] == "1").all() and pairs["label"].str.startswith("1: ").all()
+    assert views.ours_vs_paper(tables.build_tables(None, "1")).empty  # nothing run, nothing drawn
+    spear_plots.plot_ours_vs_paper(pairs)
+
+
+def test_rows_for_tables_policy(results_tmp):
+    from pace_nb.results import ResultsStore
+
+    calls = []
+
+    def runner(dataset, **kw):
+        calls.append((dataset, kw))
+        return make_rows(dataset, num_clients=10)
+
+    rows, source = views.rows_for_tables(None, quick=False, dataset="Cora", runner=runner)
+    assert rows.empty and "store is empty" in source and not calls  # never runs anything unasked
+    rows, source = views.rows_for_tables(None, quick=True, dataset="Cora", runner=runner, seeds=(1,))
+    assert calls == [("Cora", {"progress": False, "seeds": (1,)})] and "in-memory" in source
+    assert len(rows) == len(make_rows("Cora", num_clients=10))
+    ResultsStore().append(make_rows("demo", num_clients=3))
+    rows, source = views.rows_for_tables(None, quick=True, dataset="Cora", runner=runner)
+    assert sorted(rows["dataset"].unique()) == ["Cora", "demo"] and len(calls) == 2
+    rows, source = views.rows_for_tables(None, quick=True, dataset="demo", runner=runner)
+    assert len(calls) == 2 and "in-memory" not in source  # stored rows for the dataset: store only
