@@ -35,3 +35,14 @@ def results_tmp(tmp_path, monkeypatch):
     d = tmp_path / "results"
     monkeypatch.setenv("PACE_NB_RESULTS", str(d))
     return d
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny tensors: intra-op threads only add barrier waits (2 shared cores); restore after."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

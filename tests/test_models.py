@@ -12,13 +12,7 @@ from pace_nb.models import (batch_graphs, batched_forward, dropout_mask, gcn_for
                             stack_params, unstack_params)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add barrier waits on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ---- synthetic clients shared with test_training ---------------------------------------------------------

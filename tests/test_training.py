@@ -15,13 +15,7 @@ from pace_nb.training import (LocalModels, TrainConfig, TrainStep, batched_logit
 from test_models import PyGGCN, synthetic_clients
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add barrier waits on the shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 NOP = dict(progress=False, device="cpu")
 
