@@ -1,10 +1,10 @@
 """Benchmark: wall time of the Local + PACE (full, r=6) grid, per dataset and per phase.
 
 For every dataset (Louvain, K clients, data seed 2024, the run seeds) the steps of
-:func:`pace_nb.protocol.run_protocol` (methods ``local`` + ``pace``, variant ``full``, rank 6)
+:func:`pace_nb.methods.protocol.run_protocol` (methods ``local`` + ``pace``, variant ``full``, rank 6)
 are run one by one and timed:
 
-* ``load``   ``pace_nb.data.load_dataset`` (raw files → PyG ``Data``; PyG processed cache)
+* ``load``   ``pace_nb.data.datasets.load_dataset`` (raw files → PyG ``Data``; PyG processed cache)
 * ``part``   ``build_federated`` on the loaded graph (Louvain + masks, or the partition cache)
 * ``train``  ``train_local`` — every client × seed in the batched trainer
 * ``l-eval`` eval-mode Local logits of every model + the Local result rows
@@ -49,7 +49,8 @@ def _sync(dev) -> None:
 @contextlib.contextmanager
 def _timed_pace_steps(acc: dict[str, float], dev):
     """Wrap the PACE step functions (looked up at call time in their modules) with timers."""
-    from pace_nb import pace, training
+    from pace_nb.methods.pace import protocol as pace
+    from pace_nb.nn import training
 
     targets = [(pace, "upload", "upload"), (pace, "server", "server"), (pace, "receive", "receive"),
                (training, "client_logits", "ext-logits"), (pace, "evaluate_method", "eval")]
@@ -77,10 +78,11 @@ def run_dataset(name: str, clients: int, seeds: tuple[int, ...], dev) -> dict:
     """Time the phases of Local + PACE(full, r=6) on one dataset; returns one result record."""
     import torch
 
-    from pace_nb.data import load_dataset
-    from pace_nb.federation import build_federated
-    from pace_nb.protocol import get_method, summarize
-    from pace_nb.training import TrainConfig, batched_logits, train_local
+    from pace_nb.data.datasets import load_dataset
+    from pace_nb.data.federation import build_federated
+    from pace_nb.analysis.summary import summarize
+    from pace_nb.methods.protocol import get_method
+    from pace_nb.nn.training import TrainConfig, batched_logits, train_local
 
     secs: dict[str, float] = {}
     steps: dict[str, float] = defaultdict(float)
@@ -148,7 +150,7 @@ def _pace_table(records: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    from pace_nb.config import PAPER_SEEDS
+    from pace_nb.core.config import PAPER_SEEDS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS))
@@ -170,9 +172,9 @@ def main(argv=None) -> int:
         os.environ["PACE_NB_CACHE"] = tmp.name
     import torch
 
-    from pace_nb.config import resolve_device
-    from pace_nb.data import canonical_name, data_root, missing_files
-    from pace_nb.errors import PaceNBError
+    from pace_nb.core.config import resolve_device
+    from pace_nb.data.datasets import canonical_name, data_root, missing_files
+    from pace_nb.core.errors import PaceNBError
 
     try:
         names = [canonical_name(d) for d in a.datasets]

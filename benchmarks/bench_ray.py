@@ -12,7 +12,7 @@ runtime, probes isolate the overhead:
 
 * ``runtime_start_s``   ``ray.init`` of a private local runtime (loopback, no dashboard)
 * ``cold_worker_s``     a task on a brand-new worker process: process start + ``import torch`` +
-                        ``pace_nb.experiments`` (``import_s``, timed inside the worker) + scheduling
+                        ``pace_nb.experiments.grid`` (``import_s``, timed inside the worker) + scheduling
 * ``ray_grid_overhead_s`` grid wall time minus its slowest cell (cells run in parallel)
 * ``task_roundtrip_ms`` one no-op task on a warm worker (scheduling + result), median of 50
 * ``graph_put_s``       ``ray.put`` of the first cell's FederatedGraph (``graph_mb`` of tensors)
@@ -42,8 +42,8 @@ def _cold_import():
     t = time.perf_counter()
     import torch  # noqa: F401
 
-    import pace_nb.experiments  # noqa: F401
-    import pace_nb.protocol  # noqa: F401
+    import pace_nb.experiments.grid  # noqa: F401
+    import pace_nb.methods.protocol  # noqa: F401
     return time.perf_counter() - t, os.getpid()
 
 
@@ -86,9 +86,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    from pace_nb import distributed as dist
-    from pace_nb.experiments import expand, load_config, run_grid
-    from pace_nb.results import ResultsStore
+    from pace_nb.experiments import ray as dist
+    from pace_nb.experiments.grid import expand, load_config, run_grid
+    from pace_nb.experiments.store import ResultsStore
 
     cfg = load_config(args.config)
     cells = expand(cfg)

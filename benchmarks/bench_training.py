@@ -2,7 +2,7 @@
 
 (a) OpenFGL-style loop: for every seed and client a fresh 2-layer ``GCNConv`` model loaded with
     the seed's W0, ``torch.optim.Adam``, ``epochs`` full-batch epochs, dropout after layer 1.
-(b) ``pace_nb.training.train_local`` (all clients × seeds as one batch).
+(b) ``pace_nb.nn.training.train_local`` (all clients × seeds as one batch).
 
 Both use the SAME dropout masks (the loop draws them from the model's own generator exactly as
 the batched trainer does), so the two runs compute the same models and ``max_abs_diff`` (max |ΔW|
@@ -39,7 +39,7 @@ def _rss_mb() -> float:
 
 
 def _federated(dataset: str, clients: int):
-    from pace_nb.federation import build_federated
+    from pace_nb.data.federation import build_federated
 
     return build_federated(dataset, "louvain", clients)
 
@@ -50,8 +50,8 @@ def _phase(kind: str, dataset: str, clients: int, seeds: list[int], epochs: int,
 
     if threads:
         torch.set_num_threads(threads)
-    from pace_nb.config import resolve_device
-    from pace_nb.training import TrainConfig, train_local
+    from pace_nb.core.config import resolve_device
+    from pace_nb.nn.training import TrainConfig, train_local
 
     fg = _federated(dataset, clients)
     cfg = TrainConfig(epochs=epochs)
@@ -80,7 +80,7 @@ def _pyg_loop(fg, seeds, cfg, dev):
     import torch.nn.functional as F
     from torch_geometric.nn import GCNConv
 
-    from pace_nb.models import dropout_mask, init_params, stack_params
+    from pace_nb.nn.gcn import dropout_mask, init_params, stack_params
 
     out = []
     for s in seeds:
@@ -109,8 +109,8 @@ def _pyg_loop(fg, seeds, cfg, dev):
 
 
 def main(argv=None) -> int:
-    from pace_nb.config import PAPER_SEEDS
-    from pace_nb.data import missing_files
+    from pace_nb.core.config import PAPER_SEEDS
+    from pace_nb.data.datasets import missing_files
 
     cora = not missing_files("Cora")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

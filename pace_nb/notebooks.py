@@ -1,7 +1,7 @@
 """Notebook front door: the setup every notebook runs first, and the papermill batch runner.
 
 * :func:`setup_notebook` — the first cell after ``parameters``: validates the dataset (a
-  clear :class:`~pace_nb.errors.PaceNBError` for an unknown name or missing raw files),
+  clear :class:`~pace_nb.core.errors.PaceNBError` for an unknown name or missing raw files),
   resolves seeds / folders, applies the figure style and returns a :class:`NotebookContext`
   whose ``save`` writes ``<figures_dir>/<nb>_<what>_<dataset>.png|pdf``.
 * :func:`run_notebooks` — executes notebooks with papermill (``kernel_name="python3"``, a
@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from . import __version__
-from .config import PAPER_SEEDS, repo_root, resolve_device
-from .errors import ConfigError, PaceNBError, unknown
+from pace_nb import __version__
+from pace_nb.core.config import PAPER_SEEDS, repo_root, resolve_device
+from pace_nb.core.errors import ConfigError, PaceNBError, unknown
 
 KERNEL = "python3"
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -61,7 +61,7 @@ class NotebookContext:
     def save(self, fig, what: str, dataset: bool = True) -> None:
         """Save ``fig`` as ``<notebook prefix>_<what>[_<dataset>]`` (PNG + PDF; paths appended
         to ``saved``) and keep it open so that it still shows inline."""
-        from .plots import save_figure
+        from pace_nb.viz.pace import save_figure
 
         stem = "_".join([self.notebook.split("_")[0], what] + ([self.dataset] if dataset else []))
         self.saved.extend(save_figure(fig, stem, self.figures_dir))
@@ -97,12 +97,12 @@ def setup_notebook(notebook: str, dataset: str, *, clients: int = 10, seeds: int
                    figures_dir: str | None = None) -> NotebookContext:
     """Validate a notebook's parameters and prepare its run (style, folders).
 
-    Raises :class:`~pace_nb.errors.UnknownNameError` for an unknown dataset and
-    :class:`~pace_nb.errors.MissingDataError` (naming the folder and files) when its raw
+    Raises :class:`~pace_nb.core.errors.UnknownNameError` for an unknown dataset and
+    :class:`~pace_nb.core.errors.MissingDataError` (naming the folder and files) when its raw
     files are absent — before any work starts."""
-    from .data import canonical_name, get_spec, missing_files, raw_dir
-    from .errors import MissingDataError
-    from .plots import set_style
+    from pace_nb.data.datasets import canonical_name, get_spec, missing_files, raw_dir
+    from pace_nb.core.errors import MissingDataError
+    from pace_nb.viz.pace import set_style
 
     name = canonical_name(dataset)
     if get_spec(name).needs_files:
@@ -181,7 +181,7 @@ def package_fingerprint() -> str:
 
 def store_fingerprint(results_dir: str | os.PathLike | None) -> str:
     """Names, sizes and mtimes of the results store's committed cells (cheap, no reads)."""
-    from .config import results_dir as _results_dir
+    from pace_nb.core.config import results_dir as _results_dir
 
     cells = Path(_results_dir(results_dir)) / "cells"
     h = hashlib.sha256()
@@ -281,7 +281,7 @@ def default_datasets(quick: bool, data_root=None) -> list[str | None]:
     full → each notebook's own default (None)."""
     if not quick:
         return [None]
-    from .data import missing_files
+    from pace_nb.data.datasets import missing_files
 
     return ["demo"] + ([] if missing_files("Cora", data_root) else ["Cora"])
 
@@ -336,7 +336,7 @@ def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, da
             execute_notebook(path, output, params, timeout)
             run = NotebookRun(path.stem, label, "executed", time.time() - t0, str(output),
                               _new_files(figs, t0, path.stem.split("_")[0] + "_"))
-            from .io import atomic_write_json
+            from pace_nb.core.io import atomic_write_json
 
             atomic_write_json(stamp, {"key": key, **asdict(run), "parameters": params})
             runs.append(run)

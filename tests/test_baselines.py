@@ -11,22 +11,22 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pace_nb.baselines import PACE_CONTROLS, make_method, method_names, run_federated, train_federated
-from pace_nb.baselines.base import FedContext, mix, size_weights
-from pace_nb.baselines.fedgta import accept_weights, client_statistics, confidence, moments
-from pace_nb.baselines.fednova import fednova_update
-from pace_nb.baselines.fedopt import adam_server_step
-from pace_nb.baselines.fedprox import proximal_term
-from pace_nb.baselines.fedproto import aggregate_prototypes, class_prototypes
-from pace_nb.baselines.fedpub import proxy_graph, prune_masks, similarity_weights
-from pace_nb.baselines.fedrcl import rcl_loss
-from pace_nb.baselines.fedtad import class_reliability, landing_probabilities
-from pace_nb.baselines.moon import moon_loss
-from pace_nb.data import DemoConfig, make_demo
-from pace_nb.errors import ConfigError, PaceNBError, UnknownNameError
-from pace_nb.federation import ClientGraph, FederatedGraph
-from pace_nb.models import init_params, stack_params
-from pace_nb.training import TrainConfig, train_local
+from pace_nb.methods.baselines import PACE_CONTROLS, make_method, method_names, run_federated, train_federated
+from pace_nb.methods.baselines.base import FedContext, mix, size_weights
+from pace_nb.methods.baselines.fedgta import accept_weights, client_statistics, confidence, moments
+from pace_nb.methods.baselines.fednova import fednova_update
+from pace_nb.methods.baselines.fedopt import adam_server_step
+from pace_nb.methods.baselines.fedprox import proximal_term
+from pace_nb.methods.baselines.fedproto import aggregate_prototypes, class_prototypes
+from pace_nb.methods.baselines.fedpub import proxy_graph, prune_masks, similarity_weights
+from pace_nb.methods.baselines.fedrcl import rcl_loss
+from pace_nb.methods.baselines.fedtad import class_reliability, landing_probabilities
+from pace_nb.methods.baselines.moon import moon_loss
+from pace_nb.data.datasets import DemoConfig, make_demo
+from pace_nb.core.errors import ConfigError, PaceNBError, UnknownNameError
+from pace_nb.data.federation import ClientGraph, FederatedGraph
+from pace_nb.nn.gcn import init_params, stack_params
+from pace_nb.nn.training import TrainConfig, train_local
 
 SEED = 104729
 
@@ -285,7 +285,7 @@ def test_fedtad_reliability_by_hand():
 
 
 def test_fedtad_diversity_and_no_distillation_is_fedavg(fg):
-    from pace_nb.baselines.fedtad import diversity_loss
+    from pace_nb.methods.baselines.fedtad import diversity_loss
 
     g = torch.Generator().manual_seed(0)
     z, o = torch.randn(6, 3, generator=g), torch.randn(6, 5, generator=g)
@@ -317,7 +317,7 @@ def test_rcl_loss_by_hand():
 
 
 def test_fedaux_factorized_kernel_matches_dense_and_weights_use_aux(fg):
-    from pace_nb.baselines.fedaux import kernel_smooth
+    from pace_nb.methods.baselines.fedaux import kernel_smooth
 
     g = torch.Generator().manual_seed(0)
     h, a = torch.randn(40, 6, generator=g).relu(), torch.randn(6, generator=g)
@@ -408,7 +408,8 @@ def test_multi_round_fedavg_and_moon_run(fg):
 
 
 def test_protocol_registry_runs_controls_and_pace(fg):
-    from pace_nb.protocol import available_methods, get_method, run_protocol, summarize
+    from pace_nb.analysis.summary import summarize
+    from pace_nb.methods.protocol import available_methods, get_method, run_protocol
 
     assert set(PACE_CONTROLS) <= set(available_methods())
     rows = run_protocol(fg, methods=["local", "fedavg", "fedtad", "pace"], seeds=(SEED,), device="cpu",

@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pace_nb.calibration import alpha_path, blend, calibrate, cnll_alpha, risk_derivative, validation_nll
-from pace_nb.errors import ConfigError
+from pace_nb.methods.calibration import alpha_path, blend, calibrate, cnll_alpha, risk_derivative, validation_nll
+from pace_nb.core.errors import ConfigError
 
 GRID = np.linspace(0, 1, 10001)
 

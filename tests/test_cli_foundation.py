@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from pace_nb import federation as F
+from pace_nb.data import federation as F
 from pace_nb.cli import main
 
 

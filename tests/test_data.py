@@ -13,9 +13,9 @@ import torch
 from torch_geometric.utils import contains_self_loops, is_undirected
 
 from conftest import DATA_ROOT, require_dataset
-from pace_nb import data as D
-from pace_nb.errors import MissingDataError, PaceNBError, UnknownNameError
-from pace_nb.partition import louvain_communities
+from pace_nb.data import datasets as D
+from pace_nb.core.errors import MissingDataError, PaceNBError, UnknownNameError
+from pace_nb.data.partition import louvain_communities
 
 
 @pytest.fixture

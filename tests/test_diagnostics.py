@@ -7,8 +7,8 @@ import pytest
 from scipy import stats
 
 from fake_results import make_rows
-from pace_nb import diagnostics as dg
-from pace_nb.errors import ConfigError
+from pace_nb.analysis import diagnostics as dg
+from pace_nb.core.errors import ConfigError
 
 
 def _pair_frame(treat, ctrl, dataset="Cora"):

@@ -1,4 +1,4 @@
-"""Ray scale-out of the grid (pace_nb.distributed): same rows as serial, crash/failure recovery,
+"""Ray scale-out of the grid (pace_nb.experiments.ray): same rows as serial, crash/failure recovery,
 graph sharing, fail-fast addresses, and the install hint when Ray is absent.
 
 One local Ray runtime (2 CPUs, loopback) is shared by the module; the tests that need no
@@ -20,10 +20,10 @@ import pytest
 import torch
 
 from pace_nb import cli
-from pace_nb import distributed as dist
-from pace_nb.errors import ConfigError
-from pace_nb.experiments import expand, parse_config, run_grid
-from pace_nb.results import ResultsStore
+from pace_nb.experiments import ray as dist
+from pace_nb.core.errors import ConfigError
+from pace_nb.experiments.grid import expand, parse_config, run_grid
+from pace_nb.experiments.store import ResultsStore
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="ray not installed: pip install -e .[ray] (CI installs .[test])")

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch_geometric.utils import subgraph
 
-from pace_nb import federation as F
-from pace_nb.data import make_demo
-from pace_nb.errors import ConfigError
+from pace_nb.data import federation as F
+from pace_nb.data.datasets import make_demo
+from pace_nb.core.errors import ConfigError
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ import pytest
 
 from fake_results import make_rows
 from pace_nb.cli import main
-from pace_nb.errors import ConfigError, MissingDataError
-from pace_nb.experiments import Cell, expand, load_config, parse_config, run_grid
-from pace_nb.results import ResultsStore
+from pace_nb.core.errors import ConfigError, MissingDataError
+from pace_nb.experiments.grid import Cell, expand, load_config, parse_config, run_grid
+from pace_nb.experiments.store import ResultsStore
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ["local", "pace", "fedavg", "fedprox"]
@@ -149,8 +149,8 @@ SCRIPT = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {tests!r})
     from test_grid import fake_runner, GRID, METHODS
-    from pace_nb.experiments import parse_config, run_grid
-    from pace_nb.results import ResultsStore
+    from pace_nb.experiments.grid import parse_config, run_grid
+    from pace_nb.experiments.store import ResultsStore
     def slow(cell):
         time.sleep(0.25)
         return fake_runner(cell)

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from pace_nb import lowrank
-from pace_nb.errors import ConfigError, DataCorruptionError, PaceNBError
+from pace_nb.methods.pace import lowrank
+from pace_nb.core.errors import ConfigError, DataCorruptionError, PaceNBError
 
 
 def _gcn_like(f=50, h=16, c=7, seed=0):

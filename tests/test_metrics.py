@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pace_nb import metrics
-from pace_nb.errors import ConfigError
+from pace_nb.methods import metrics
+from pace_nb.core.errors import ConfigError
 
 
 def _manual_f1(yt, yp, classes):

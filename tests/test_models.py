@@ -1,4 +1,4 @@
-"""pace_nb.models: PyG-identical init, propagation and forward; (un)stacking."""
+"""pace_nb.nn.gcn: PyG-identical init, propagation and forward; (un)stacking."""
 from __future__ import annotations
 
 import pytest
@@ -6,9 +6,9 @@ import torch
 from torch_geometric.nn import GCNConv
 from torch_geometric.utils import to_undirected
 
-from pace_nb.errors import ConfigError
-from pace_nb.federation import ClientGraph
-from pace_nb.models import (batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params, num_params_bytes, propagation_matrix,
+from pace_nb.core.errors import ConfigError
+from pace_nb.data.federation import ClientGraph
+from pace_nb.nn.gcn import (batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params, num_params_bytes, propagation_matrix,
                             stack_params, unstack_params)
 
 

@@ -12,7 +12,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from pace_nb import notebooks as nbr
 from pace_nb.cli import main
-from pace_nb.errors import ConfigError, UnknownNameError
+from pace_nb.core.errors import ConfigError, UnknownNameError
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -192,7 +192,8 @@ def test_notebook_runs_quick(path, tmp_path):
 
 WIDGET_BODY = """\
 import torch
-from pace_nb import views, widgets
+from pace_nb.viz import frames as views
+from pace_nb.viz import widgets
 g = torch.Generator().manual_seed(0)
 zl = [torch.randn(12, 3, generator=g)]
 lg = views.ReceiverLogits(zl, [z + 1 for z in zl], [torch.arange(12) % 3], [torch.arange(12) < 6],

@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 import torch
 
-from pace_nb import lowrank
-from pace_nb.errors import PaceNBError, UnknownNameError
-from pace_nb.evaluation import COLUMNS, evaluate_method, make_row
-from pace_nb.federation import ClientGraph, FederatedGraph
-from pace_nb.pace import PaceConfig, VARIANTS, receive, run_pace, server, transport_seed, upload, variant_config
-from pace_nb.training import TrainConfig, client_logits, train_local
+from pace_nb.methods.pace import lowrank
+from pace_nb.core.errors import PaceNBError, UnknownNameError
+from pace_nb.methods.evaluation import COLUMNS, evaluate_method, make_row
+from pace_nb.data.federation import ClientGraph, FederatedGraph
+from pace_nb.methods.pace.protocol import PaceConfig, VARIANTS, receive, run_pace, server, transport_seed, upload, variant_config
+from pace_nb.nn.training import TrainConfig, client_logits, train_local
 
 SEEDS = (11, 12)
 CFG = TrainConfig(epochs=30)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from conftest import GOLDEN, require_dataset
-from pace_nb import partition as P
-from pace_nb.data import load_dataset, make_demo
-from pace_nb.errors import ConfigError, UnknownNameError
+from pace_nb.data import partition as P
+from pace_nb.data.datasets import load_dataset, make_demo
+from pace_nb.core.errors import ConfigError, UnknownNameError
 
 GOLDEN_CASES = [("Cora", 5), ("Cora", 10), ("Cora", 20), ("PubMed", 10)]
 

@@ -11,11 +11,14 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from pace_nb import plots, spear_plots, views, widgets  # noqa: E402
-from pace_nb.errors import ConfigError  # noqa: E402
-from pace_nb.federation import ClientGraph, FederatedGraph  # noqa: E402
-from pace_nb.models import init_params  # noqa: E402
-from pace_nb.training import LocalModels, TrainConfig  # noqa: E402
+from pace_nb.viz import pace as plots
+from pace_nb.viz import spear as spear_plots
+from pace_nb.viz import frames as views
+from pace_nb.viz import widgets  # noqa: E402
+from pace_nb.core.errors import ConfigError  # noqa: E402
+from pace_nb.data.federation import ClientGraph, FederatedGraph  # noqa: E402
+from pace_nb.nn.gcn import init_params  # noqa: E402
+from pace_nb.nn.training import LocalModels, TrainConfig  # noqa: E402
 from fake_results import make_rows  # noqa: E402
 
 
@@ -180,7 +183,7 @@ def test_pace_figures_render_labelled():
     rows = pd.concat([make_rows("Cora", methods={("local", "native", 0): 0.0, **{("pace", "full", r): 1.0 + r / 10
                                                                                for r in (2, 6, 0)}}),
                       make_rows("demo", methods={("pace", "full", 6): 2.0})])
-    from pace_nb import diagnostics
+    from pace_nb.analysis import diagnostics
 
     rep = diagnostics.diagnostics_report(make_rows("Cora"))
     util = views.alpha_utilisation_frame(rows)
@@ -263,7 +266,7 @@ def test_widget_figures_check_inputs_and_compute():
 
 
 def test_with_store_adds_other_datasets_only(results_tmp):
-    from pace_nb.results import ResultsStore
+    from pace_nb.experiments.store import ResultsStore
 
     ResultsStore().append(pd.concat([make_rows("Cora", num_clients=3), make_rows("CiteSeer", num_clients=3),
                                      make_rows("PubMed", num_clients=5)]))
@@ -277,7 +280,7 @@ def test_with_store_adds_other_datasets_only(results_tmp):
 
 
 def test_ours_vs_paper_from_table_comparisons():
-    from pace_nb import tables
+    from pace_nb.analysis import tables
 
     rows = make_rows("Cora", num_clients=10)
     pairs = views.ours_vs_paper(tables.build_tables(rows, "1"))
@@ -289,7 +292,7 @@ def test_ours_vs_paper_from_table_comparisons():
 
 
 def test_rows_for_tables_policy(results_tmp):
-    from pace_nb.results import ResultsStore
+    from pace_nb.experiments.store import ResultsStore
 
     calls = []
 

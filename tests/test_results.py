@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from fake_results import make_rows
-from pace_nb.errors import ConfigError, DataCorruptionError
-from pace_nb.results import COLUMNS, ResultsStore, load_results, stable_key, summary_frame
+from pace_nb.core.errors import ConfigError, DataCorruptionError
+from pace_nb.analysis.summary import summarize as summary_frame
+from pace_nb.experiments.store import COLUMNS, ResultsStore, load_results, stable_key
 
 
 def test_location_argument_env_default(tmp_path, monkeypatch):

@@ -5,17 +5,18 @@ import numpy as np
 import pytest
 
 from pace_nb.cli import main
-from pace_nb.errors import UnknownNameError
-from pace_nb.protocol import available_methods, get_method, register_method, run_protocol, summarize
-from pace_nb.training import TrainConfig
+from pace_nb.core.errors import UnknownNameError
+from pace_nb.analysis.summary import summarize
+from pace_nb.methods.protocol import available_methods, get_method, register_method, run_protocol
+from pace_nb.nn.training import TrainConfig
 
 QUICK = TrainConfig(epochs=20)
 
 
 @pytest.fixture(scope="module")
 def demo_rows():
-    return run_protocol("demo", num_clients=4, seeds=(104729, 130363), pace_variants=("full", "transport"),
-                        ranks=(6,), device="cpu", progress=False, train_config=QUICK)
+    return run_protocol("demo", num_clients=4, seeds=(104729, 130363), method_params={"pace": {"variants": ("full", "transport"), "ranks": (6,)}},
+                        device="cpu", progress=False, train_config=QUICK)
 
 
 def test_run_protocol_demo(demo_rows):
@@ -88,7 +89,7 @@ def test_cora_one_seed_matches_paper_shape():
     from conftest import require_dataset
 
     require_dataset("Cora")
-    rows = run_protocol("Cora", seeds=(104729,), pace_variants=("full", "transport"), device="cpu", progress=False)
+    rows = run_protocol("Cora", seeds=(104729,), method_params={"pace": {"variants": ("full", "transport")}}, device="cpu", progress=False)
     s = summarize(rows).set_index("variant")
     assert 77.5 <= s.loc["native", "acc_mean"] <= 81
     assert s.loc["transport", "acc_mean"] <= s.loc["native", "acc_mean"] - 10   # full adoption hurts on Cora

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from pace_nb.errors import PaceNBError
-from pace_nb.sketch import EPS, SketchConfig, client_sketches, layer_inputs, moment_sketch
+from pace_nb.core.errors import PaceNBError
+from pace_nb.methods.pace.sketch import EPS, SketchConfig, client_sketches, layer_inputs, moment_sketch
 
 
 def _graph(n=12, f=9, h=5, c=3, seed=0):
@@ -58,7 +58,7 @@ def test_client_sketches_propagated_and_raw(sparse):
 
 
 def test_layer_inputs_agree_with_models_forward():
-    from pace_nb.models import gcn_forward
+    from pace_nb.nn.gcn import gcn_forward
 
     p, x, params, _ = _graph(seed=3)
     h_ref = gcn_forward(params, x, p.to_sparse(), return_hidden=True)[1]

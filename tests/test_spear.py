@@ -1,4 +1,4 @@
-"""SPEAR core (pace_nb.spear) and perturbations (pace_nb.perturb): math against hand computations."""
+"""SPEAR core (pace_nb.methods.spear.core) and perturbations (pace_nb.data.perturb): math against hand computations."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,9 +7,10 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph, to_undirected
 
-from pace_nb.errors import ConfigError, PaceNBError, UnknownNameError
-from pace_nb.federation import ClientGraph, FederatedGraph
-from pace_nb import perturb, spear
+from pace_nb.core.errors import ConfigError, PaceNBError, UnknownNameError
+from pace_nb.data.federation import ClientGraph, FederatedGraph
+from pace_nb.data import perturb
+from pace_nb.methods.spear import core as spear
 
 
 def make_fed(parts, n=60, C=4, F=12, seed=0, train_frac=0.5, p_edge=0.12, empty_train=()):

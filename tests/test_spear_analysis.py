@@ -1,4 +1,4 @@
-"""SPEAR analyses (pace_nb.spear_analysis) and the ``pace-nb spear`` command, on synthetic federations."""
+"""SPEAR analyses (pace_nb.methods.spear.analysis) and the ``pace-nb spear`` command, on synthetic federations."""
 from __future__ import annotations
 
 import io
@@ -10,10 +10,10 @@ import pytest
 import torch
 from sklearn.metrics import silhouette_score
 
-from pace_nb import spear as sp
-from pace_nb import spear_analysis as sa
-from pace_nb.errors import ConfigError, UnknownNameError
-from pace_nb.models import gcn_forward, init_params, num_params_bytes, propagation_matrix
+from pace_nb.methods.spear import core as sp
+from pace_nb.methods.spear import analysis as sa
+from pace_nb.core.errors import ConfigError, UnknownNameError
+from pace_nb.nn.gcn import gcn_forward, init_params, num_params_bytes, propagation_matrix
 
 from test_spear import PARTS3, make_fed
 

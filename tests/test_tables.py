@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from fake_results import make_rows
-from pace_nb import tables as T
+from pace_nb.analysis import tables as T
 from pace_nb.cli import main
-from pace_nb.errors import UnknownNameError
-from pace_nb.paper_values import paper_values
-from pace_nb.results import ResultsStore
+from pace_nb.core.errors import UnknownNameError
+from pace_nb.analysis.paper_values import paper_values
+from pace_nb.experiments.store import ResultsStore
 
 PAPERS = Path(__file__).resolve().parents[2] / "shared" / "papers"
 

@@ -1,4 +1,4 @@
-"""pace_nb.training: the batched trainer equals one-model-at-a-time PyG training."""
+"""pace_nb.nn.training: the batched trainer equals one-model-at-a-time PyG training."""
 from __future__ import annotations
 
 
@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 
 from conftest import require_dataset
-from pace_nb.config import model_seed
-from pace_nb.errors import ConfigError
-from pace_nb.models import gcn_forward, init_params, propagation_matrix, stack_params
-from pace_nb.training import (LocalModels, TrainConfig, TrainStep, batched_logits, client_hidden, client_logits,
+from pace_nb.core.config import model_seed
+from pace_nb.core.errors import ConfigError
+from pace_nb.nn.gcn import gcn_forward, init_params, propagation_matrix, stack_params
+from pace_nb.nn.training import (LocalModels, TrainConfig, TrainStep, batched_logits, client_hidden, client_logits,
                               train_local, train_models)
 from test_models import PyGGCN, synthetic_clients
 
@@ -54,7 +54,7 @@ def _maxdiff(a, b):
 @pytest.fixture(params=["dense", "sparse"])
 def feature_path(request, monkeypatch):
     """Run a test on both layer-1 paths (dense bmm / block-diagonal sparse product)."""
-    import pace_nb.training as training
+    import pace_nb.nn.training as training
 
     monkeypatch.setattr(training, "SPARSE_DENSITY", 0.0 if request.param == "dense" else 1.1)
     return request.param
@@ -224,7 +224,7 @@ def test_train_local_layout_and_eval_helpers():
 @pytest.mark.slow
 def test_cora_batched_matches_pyg_loop():
     require_dataset("Cora")
-    federation = pytest.importorskip("pace_nb.federation")
+    federation = pytest.importorskip("pace_nb.data.federation")
     if not hasattr(federation, "build_federated"):
         pytest.skip("federation.build_federated not available yet")
     fg = federation.build_federated("Cora", "louvain", 10)

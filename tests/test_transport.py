@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from pace_nb import lowrank
-from pace_nb.errors import PaceNBError
-from pace_nb.transport import (TransportConfig, consensus, corrections, external_params, regmean,
+from pace_nb.methods.pace import lowrank
+from pace_nb.core.errors import PaceNBError
+from pace_nb.methods.pace.transport import (TransportConfig, consensus, corrections, external_params, regmean,
                                server_returns)
 
 

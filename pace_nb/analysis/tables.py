@@ -1,0 +1,374 @@
+"""The papers' tables with ours beside the paper's: pure functions of result rows.
+
+For every table, :func:`comparison` returns a long frame (one line per reported number:
+setting, ``ours_mean``/``ours_std``/``n_seeds`` over seeds, ``paper_mean``/``paper_std``,
+``diff`` = ours − paper, ``status`` "ok" / "not run"); :func:`render_markdown` and
+:func:`render_latex` lay it out like the paper (each cell "ours / paper (Δ)"). A setting
+missing from the results is shown as "not run" — never filled in.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from pace_nb.core.errors import unknown
+from pace_nb.core.schema import METHOD_LABELS, PACE_VARIANT_LABELS, SETTING, SPEAR_VARIANT_LABELS
+from pace_nb.core.io import atomic_write_csv, atomic_write_text
+from pace_nb.analysis.paper_values import paper_values
+from pace_nb.analysis.summary import summarize
+from pace_nb.experiments.store import normalize_rows
+
+PACE_VARIANTS = PACE_VARIANT_LABELS
+SPEAR_VARIANTS = SPEAR_VARIANT_LABELS
+METRICS = {"acc": "Acc", "f1_weighted": "W-F1", "f1_macro": "Macro-F1", "alpha_mean": "Mean α",
+           "alpha_zero_pct": "α=0 (%)", "upload_pct": "Upload (%)", "return_pct": "Downlink (%)",
+           "delta_acc": "ΔAcc (points)", "max_drop_pts": "max drop (points)", "comm_kb": "comm (KB)",
+           "comm_mb": "comm (MB)", "seconds": "time (s)", "speedup_vs_fedavg": "speed-up vs FedAvg"}
+NOT_RUN = "not run"
+_SUMMARY = {"acc": ("acc_mean", "acc_std"), "f1_weighted": ("f1w_mean", "f1w_std"),
+            "f1_macro": ("f1m_mean", "f1m_std"), "alpha_mean": ("alpha_mean", None),
+            "upload_pct": ("upload_ratio", None), "return_pct": ("return_ratio", None),
+            "seconds": ("seconds", None)}
+
+
+def canonical_method(name: str) -> str:
+    """Method id as in the paper values (``FedAux-1R`` / ``fedaux_1r`` → ``fedaux``)."""
+    key = re.sub(r"[^a-z0-9]", "", str(name).lower())
+    return "fedaux" if key.startswith("fedaux") else key
+
+
+def _fmt(v: float, metric: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if metric in ("units", "helped", "tied", "harmed", "receivers", "nonnegative_means"):
+        return f"{v:.0f}"
+    return f"{v:.3f}" if metric == "alpha_mean" else f"{v:.2f}"
+
+
+def _pm(m: float, s: float, metric: str) -> str:
+    text = _fmt(m, metric)
+    return f"{text} ± {_fmt(s, metric)}" if text and s == s and s is not None else text
+
+
+class _Ours:
+    """Lookups of our seed summaries (mean, std, n) for paper entries."""
+
+    def __init__(self, rows: pd.DataFrame | None):
+        rows = normalize_rows(rows) if rows is not None and len(rows) else None
+        if rows is None:
+            self.summary = pd.DataFrame(columns=list(SETTING))
+            return
+        rows = rows.assign(method=rows["method"].map(canonical_method))
+        rows.loc[rows["method"] != "pace", "rank"] = 0
+        summ = summarize(rows)
+        summ["beta"] = summ["beta"].fillna(-1.0)
+        self.summary = summ.set_index(list(SETTING)).sort_index()
+
+    def get(self, dataset, partition, beta, k, method, variant, rank, metric):
+        key = (dataset, partition, -1.0 if beta != beta else float(beta), int(k), method, variant, int(rank))
+        if key not in self.summary.index:
+            if (method, variant) == ("local", "cnll"):  # Local + CNLL is Local (α has nothing to add)
+                return self.get(dataset, partition, beta, k, "local", "native", 0, metric)
+            return math.nan, math.nan, 0
+        rec = self.summary.loc[[key]].iloc[0]
+        if metric == "alpha_zero_pct":
+            return 100 * rec["alpha_zero_frac"], math.nan, int(rec["n_seeds"])
+        mcol, scol = _SUMMARY[metric]
+        return rec[mcol], (rec[scol] if scol else math.nan), int(rec["n_seeds"])
+
+    def best_cnll(self, dataset, partition, beta, k, metric):
+        """Highest-scoring baseline with +CNLL (Table 4's matched method)."""
+        s = self.summary.reset_index()
+        s = s[(s.dataset == dataset) & (s.partition == partition) & (s.num_clients == k) & (s.variant == "cnll")
+              & ~s.method.isin(["local", "pace"])]
+        col = _SUMMARY[metric][0]
+        s = s.dropna(subset=[col]) if col in s.columns else s.iloc[0:0]
+        if s.empty:
+            return None, math.nan, 0
+        best = s.loc[s[col].idxmax()]
+        return best["method"], best[col], int(best["n_seeds"])
+
+
+def _entry_ours(ours: _Ours, e: pd.Series) -> tuple[float, float, int]:
+    args = (e.dataset, e.partition, e.beta, e.num_clients)
+    if e.metric == "delta_acc":  # Table 6: Transport + CNLL minus Transport
+        full = ours.get(*args, "pace", "full", e["rank"], "acc")
+        tr = ours.get(*args, "pace", "transport", e["rank"], "acc")
+        return full[0] - tr[0], math.nan, min(full[2], tr[2])
+    if e.metric.startswith("gap_"):  # Table 4: PACE minus the best calibrated baseline
+        m = e.metric[4:]
+        pace = ours.get(*args, "pace", "full", 6, m)
+        best = ours.best_cnll(*args, m)
+        return pace[0] - best[1], math.nan, min(pace[2], best[2])
+    if e.dataset == "citation-mean":  # Table 5 ratios, averaged over the three datasets
+        vals = [ours.get(d, *args[1:], e.method, e.variant, e["rank"], e.metric) for d in ("Cora", "CiteSeer", "PubMed")]
+        if any(n == 0 for _, _, n in vals):
+            return math.nan, math.nan, 0
+        return float(np.mean([v for v, _, _ in vals])), math.nan, min(n for _, _, n in vals)
+    if e.metric not in _SUMMARY and e.metric != "alpha_zero_pct":
+        return math.nan, math.nan, 0
+    return ours.get(*args, e.method, e.variant, e["rank"], e.metric)
+
+
+def _label_method(e) -> str:
+    base = METHOD_LABELS.get(e.method, e.method)
+    return base + ("+CNLL" if e.variant == "cnll" else "")
+
+
+def _m(e) -> str:
+    return METRICS.get(e.metric, e.metric)
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """How one paper table is laid out: row and column labels of a paper-value entry."""
+
+    paper: str
+    table: str
+    title: str
+    row: Callable[[pd.Series], str]
+    col: Callable[[pd.Series], str]
+
+
+TABLES: dict[str, TableDef] = {
+    **{t: TableDef("pace", t, title, _label_method, lambda e: f"{e.dataset} {_m(e)}") for t, title in (
+        ("1", "PACE Table 1: Louvain, C = 10 (accuracy, weighted-F1)"),
+        ("8", "PACE Table 8: Louvain, C = 20"), ("9", "PACE Table 9: Louvain, C = 30"),
+        ("11", "PACE Table 11: METIS, C = 10"), ("12", "PACE Table 12: Dirichlet β = 0.5, C = 10"))},
+    "2": TableDef("pace", "2", "PACE Table 2: component ablation (accuracy), C = 10",
+                  lambda e: PACE_VARIANTS[e.variant], lambda e: e.dataset),
+    "3": TableDef("pace", "3", "PACE Table 3: communication and CNLL utilisation, rank 6, C = 10",
+                  lambda e: e.dataset, _m),
+    "4": TableDef("pace", "4", "PACE Table 4: matched-CNLL fairness summary, C = 10",
+                  lambda e: f"{e.dataset} {METRICS[e.metric.replace('gap_', '')]}",
+                  lambda e: "Gap" if e.metric.startswith("gap_") else ("PACE" if e.method == "pace" else "Matched")),
+    "5": TableDef("pace", "5", "PACE Table 5: rank study (accuracy; byte ratios averaged over the 3 datasets)",
+                  lambda e: "Dense" if e["rank"] == 0 else str(e["rank"]),
+                  lambda e: e.dataset if e.metric == "acc" else _m(e)),
+    "6": TableDef("pace", "6", "PACE Table 6: Transport vs Transport + CNLL, all settings",
+                  lambda e: f"{e.dataset} C={e.num_clients}",
+                  lambda e: _m(e) if e.metric == "delta_acc" else
+                  f"{'Transport' if e.variant == 'transport' else 'Transport + CNLL'} {_m(e)}"),
+    "7": TableDef("pace", "7", "PACE Table 7: matched calibration fairness controls, C = 10",
+                  lambda e: f"{METHOD_LABELS.get(e.method, e.method)} {'None' if e.variant == 'native' else 'CNLL'}",
+                  lambda e: f"{e.dataset} {_m(e)}"),
+    "10": TableDef("pace", "10", "PACE Table 10: fixed-class macro-F1, Louvain, C = 10/20/30",
+                   lambda e: f"C={e.num_clients} {METHOD_LABELS.get(e.method, e.method)}", lambda e: e.dataset),
+    "A": TableDef("pace", "A", "PACE App. A: receiver-seed harm diagnostics (PACE vs Local, citation datasets, C = 10)",
+                  lambda e: METRICS.get(e.metric, e.metric.replace("_", " ")), lambda e: e.dataset),
+    "spear-ablation": TableDef("spear", "ablation", "SPEAR Tab. 4: ablation (accuracy), Dirichlet β = 0.05, K = 10",
+                               lambda e: SPEAR_VARIANTS.get(e.variant, e.variant), lambda e: e.dataset),
+    "spear-robustness": TableDef("spear", "robustness", "SPEAR Tab. 2: robustness (accuracy drop, points)",
+                                 lambda e: e.dataset, lambda e: {"edge_noise": "edges ρ=0.5",
+                                                                  "feature_noise": "features η=0.5"}[e.variant]),
+    "spear-efficiency": TableDef("spear", "efficiency", "SPEAR Tab. 3: communication and time",
+                                 lambda e: e.dataset, lambda e: f"{METHOD_LABELS.get(e.method, e.method)} {_m(e)}"),
+}
+
+TABLES = dict(sorted(TABLES.items(), key=lambda kv: (kv[1].paper != "pace", int(kv[0]) if kv[0].isdigit() else 99, kv[0])))
+
+
+# -- SPEAR: the paper text quotes only a few numbers, so ours adds the rows it has -------------
+def _spear_entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -> pd.DataFrame:
+    base = dict(paper="spear", table=table, partition="dirichlet", beta=0.05, num_clients=10, rank=0,
+                value=math.nan, std=math.nan, note="")
+    have = normalize_rows(rows) if rows is not None and len(rows) else None
+    spear = have[(have.method == "spear") & (have.partition == "dirichlet")] if have is not None else None
+    datasets = sorted(set(spear.dataset)) if spear is not None else []
+    extra = []
+    if table == "ablation":
+        extra = [dict(base, dataset=d, method="spear", variant=v, metric="acc") for d in datasets for v in SPEAR_VARIANTS]
+    elif table == "robustness":
+        extra = [dict(base, dataset=d, method="spear", variant=v, metric="max_drop_pts")
+                 for d in datasets for v in ("edge_noise", "feature_noise")]
+    elif table == "efficiency":
+        extra = [dict(base, dataset=d, method=m, variant=v, metric=x) for d in datasets
+                 for m, v, x in (("spear", "comm", "comm_kb"), ("spear", "comm", "seconds"),
+                                 ("fedavg", "multiround", "comm_mb"), ("fedavg", "multiround", "seconds"))]
+    frame = pd.concat([paper, pd.DataFrame(extra, columns=paper.columns)], ignore_index=True)
+    return frame.drop_duplicates(subset=["dataset", "method", "variant", "metric"], keep="first")
+
+
+def _spear_ours(e: pd.Series, rows: pd.DataFrame | None) -> tuple[float, float, int]:
+    if rows is None or not len(rows):
+        return math.nan, math.nan, 0
+    r = normalize_rows(rows)
+    r = r[(r.partition == "dirichlet") & (r.num_clients == e.num_clients) & (r.receiver == -1)
+          & ((r.beta - e.beta).abs() < 1e-9)]
+    if e.dataset != "all":
+        r = r[r.dataset == e.dataset]
+    sel = lambda m, v: r[(r.method.map(canonical_method) == m) & (r.variant == v)]
+    if e.metric == "acc":
+        vals = sel(e.method, e.variant).acc
+    elif e.metric == "max_drop_pts":  # clean (full) minus perturbed, paired by data seed
+        clean = sel("spear", "full").groupby(["dataset", "seed"]).acc.mean()
+        pert = sel("spear", e.variant).groupby(["dataset", "seed"]).acc.mean()
+        drops = (clean - pert).dropna()
+        if e.dataset == "all":  # the paper bounds the worst dataset mean
+            return (drops.groupby("dataset").mean().max() if len(drops) else math.nan), math.nan, \
+                int(drops.index.get_level_values("seed").nunique())
+        vals = drops
+    elif e.metric in ("comm_kb", "comm_mb"):
+        g = sel(e.method, e.variant)
+        vals = (g.bytes_up.fillna(0) + g.bytes_down.fillna(0)) / (1e3 if e.metric == "comm_kb" else 1e6)
+    elif e.metric == "seconds":
+        vals = sel(e.method, e.variant).seconds
+    elif e.metric == "speedup_vs_fedavg":
+        fa = sel("fedavg", "multiround").groupby("dataset").seconds.mean()
+        sp = sel("spear", "comm").groupby("dataset").seconds.mean()
+        ratio = (fa / sp).dropna()
+        return (ratio.max() if len(ratio) else math.nan), math.nan, int(len(ratio))
+    else:
+        return math.nan, math.nan, 0
+    vals = pd.Series(vals).dropna()
+    return (float(vals.mean()) if len(vals) else math.nan,
+            float(vals.std(ddof=1)) if len(vals) > 1 else math.nan, int(len(vals)))
+
+
+def _appendix_a(e: pd.Series, rows: pd.DataFrame | None) -> tuple[float, float, int]:
+    """App. A counts pooled over the datasets of ``e`` (receiver-seed units, PACE full vs Local)."""
+    from pace_nb.analysis import diagnostics as dg
+
+    if rows is None or not len(rows):
+        return math.nan, math.nan, 0
+    r = normalize_rows(rows)
+    r = r[r.dataset.isin(e.dataset.split("+")) & (r.partition == e.partition) & (r.num_clients == e.num_clients)]
+    units = dg.receiver_units(r, treatment=("pace", "full", int(e["rank"])))
+    if units.empty or set(units.dataset) != set(e.dataset.split("+")):
+        return math.nan, math.nan, 0
+    stats = {**dg.harm_counts(units, by=None).iloc[0].to_dict(), **dg.worst_receiver(units).iloc[0].to_dict()}
+    return float(stats[e.metric]), math.nan, int(units.seed.nunique())
+
+
+def comparison(table_id: str, rows: pd.DataFrame | None) -> pd.DataFrame:
+    """Ours beside the paper's for one table (long form; also the table's CSV)."""
+    if table_id not in TABLES:
+        raise unknown("table", table_id, TABLES)
+    t = TABLES[table_id]
+    paper = paper_values(t.paper, table=t.table)
+    if t.paper == "spear":
+        paper = _spear_entries(t.table, paper, rows)
+        got = [_spear_ours(e, rows) for _, e in paper.iterrows()]
+    elif t.table == "A":
+        got = [_appendix_a(e, rows) for _, e in paper.iterrows()]
+    else:
+        ours = _Ours(rows)
+        got = [_entry_ours(ours, e) for _, e in paper.iterrows()]
+    out = paper.rename(columns={"value": "paper_mean", "std": "paper_std"}).drop(columns=["paper"])
+    out.insert(0, "col", [t.col(e) for _, e in paper.iterrows()])
+    out.insert(0, "row", [t.row(e) for _, e in paper.iterrows()])
+    out["ours_mean"], out["ours_std"], out["n_seeds"] = zip(*got) if got else ([], [], [])
+    out["ours_mean"] = pd.to_numeric(out["ours_mean"], errors="coerce")
+    out["diff"] = out["ours_mean"] - out["paper_mean"]
+    out["status"] = np.where(out["ours_mean"].isna(), NOT_RUN, "ok")
+    out["ours_text"] = ""
+    if table_id == "4":  # name of our matched baseline next to the paper's
+        ours = _Ours(rows)
+        for i, e in out.iterrows():
+            if e.col == "Matched":
+                m, v, n = ours.best_cnll(e.dataset, e.partition, e.beta, e.num_clients, e.metric)
+                out.loc[i, ["ours_mean", "ours_std", "n_seeds"]] = [v, math.nan, n]
+                out.loc[i, "ours_text"] = f"{METHOD_LABELS.get(m, m)}+CNLL" if m else ""
+        out["diff"] = out["ours_mean"] - out["paper_mean"]
+        out["status"] = np.where(out["ours_mean"].isna(), NOT_RUN, "ok")
+    return out.reset_index(drop=True)
+
+
+def _cell(e: pd.Series) -> str:
+    paper = _pm(e.paper_mean, e.paper_std, e.metric) or "–"
+    if e.status == NOT_RUN:
+        return f"{NOT_RUN} / {paper}"
+    ours = _pm(e.ours_mean, e.ours_std, e.metric) + (f" {e.ours_text}" if e.ours_text else "")
+    diff = f" ({e['diff']:+.2f})" if e["diff"] == e["diff"] else ""
+    return f"{ours} / {paper}{diff}"
+
+
+def layout(comp: pd.DataFrame) -> pd.DataFrame:
+    """Paper-shaped grid (rows × columns, paper order) of "ours / paper (Δ)" cells."""
+    if comp.empty:
+        return pd.DataFrame()
+    cells = comp.assign(cell=[_cell(e) for _, e in comp.iterrows()])
+    if (cells.col == "Matched").any():  # Table 4: the paper's matched method name
+        notes = paper_values("pace", table="4")
+        name = {(r.dataset, r.metric): METHOD_LABELS[r.method] + "+CNLL" for r in notes.itertuples()
+                if r.variant == "cnll"}
+        sel = cells.col == "Matched"
+        cells.loc[sel, "cell"] = [c + f" [paper: {name.get((d, m), '?')}]"
+                                  for c, d, m in zip(cells.loc[sel, "cell"], cells.loc[sel, "dataset"], cells.loc[sel, "metric"])]
+    rows = list(dict.fromkeys(cells.row))
+    cols = list(dict.fromkeys(cells.col))
+    grid = cells.drop_duplicates(["row", "col"]).pivot(index="row", columns="col", values="cell")
+    return grid.reindex(index=rows, columns=cols).fillna("")
+
+
+def render_markdown(table_id: str, comp: pd.DataFrame) -> str:
+    grid = layout(comp)
+    head = f"### {TABLES[table_id].title}\n\nEach cell: ours (mean ± sample std over seeds) / paper (ours − paper); " \
+           f"\"{NOT_RUN}\" = no such results in the store.\n\n"
+    if grid.empty:
+        return head + "(no entries)\n"
+    lines = ["| | " + " | ".join(grid.columns) + " |", "|---" * (len(grid.columns) + 1) + "|"]
+    lines += [f"| {idx} | " + " | ".join(r) + " |" for idx, r in zip(grid.index, grid.values.tolist())]
+    return head + "\n".join(lines) + "\n"
+
+
+_TEX = {"±": r"$\pm$", "α": r"$\alpha$", "β": r"$\beta$", "ρ": r"$\rho$", "η": r"$\eta$", "Δ": r"$\Delta$",
+        "–": "--", "%": r"\%", "&": r"\&", "_": r"\_", "#": r"\#"}
+
+
+def _tex(s: str) -> str:
+    return "".join(_TEX.get(ch, ch) for ch in str(s))
+
+
+def render_latex(table_id: str, comp: pd.DataFrame) -> str:
+    grid = layout(comp)
+    if grid.empty:
+        return f"% {TABLES[table_id].title}: no entries\n"
+    lines = [r"\begin{table}[t]", r"\centering\scriptsize", r"\begin{tabular}{l" + "l" * len(grid.columns) + "}",
+             r"\toprule", " & " + " & ".join(_tex(c) for c in grid.columns) + r" \\", r"\midrule"]
+    lines += [_tex(idx) + " & " + " & ".join(_tex(c) for c in r) + r" \\" for idx, r in zip(grid.index, grid.values.tolist())]
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(TABLES[table_id].title)}. Each cell: ours / paper (ours $-$ paper).}}",
+              r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def select_tables(spec: str | Sequence[str] | None) -> list[str]:
+    """``None``/"all" → every table; else ids like "1,2,spear-ablation" ("pace"/"spear" = all of one paper)."""
+    if spec is None or spec == "all":
+        return list(TABLES)
+    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if str(s).strip()]
+    out = []
+    for item in items:
+        if item in ("pace", "spear"):
+            out += [k for k, t in TABLES.items() if t.paper == item]
+        elif item in TABLES:
+            out.append(item)
+        else:
+            raise unknown("table", item, list(TABLES) + ["pace", "spear", "all"])
+    return list(dict.fromkeys(out))
+
+
+def build_tables(rows: pd.DataFrame | None, tables: str | Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
+    """Comparison frames of the selected tables (see :func:`comparison`)."""
+    return {t: comparison(t, rows) for t in select_tables(tables)}
+
+
+def write_tables(rows: pd.DataFrame | None, out_dir: str | Path, tables: str | Iterable[str] | None = None) -> list[Path]:
+    """Write ``table_<id>.md/.tex/.csv`` per table and an ``index.md``; returns the paths written."""
+    out_dir = Path(out_dir)
+    written, index = [], ["# Paper tables: ours beside the paper's\n"]
+    for tid, comp in build_tables(rows, tables).items():
+        md = render_markdown(tid, comp)
+        written += [atomic_write_text(out_dir / f"table_{tid}.md", md),
+                    atomic_write_text(out_dir / f"table_{tid}.tex", render_latex(tid, comp)),
+                    atomic_write_csv(out_dir / f"table_{tid}.csv", comp)]
+        ran = int((comp.status == "ok").sum()) if len(comp) else 0
+        index.append(f"* [{TABLES[tid].title}](table_{tid}.md): {ran}/{len(comp)} values run")
+    written.append(atomic_write_text(out_dir / "index.md", "\n".join(index) + "\n"))
+    return written

@@ -1,0 +1,63 @@
+"""``pace-nb grid CONFIG``: run an experiment grid into the results store (resumable).
+
+The config (TOML or YAML; see configs/*.toml) is validated as a whole before any work.
+Finished cells are skipped, each new cell is written atomically when it finishes, so an
+interrupted grid (Ctrl-C, kill -9) resumes where it stopped without duplicate rows.
+Datasets whose raw files are absent are reported as "not run" (``--strict``: an error).
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub) -> None:
+    p = sub.add_parser("grid", help="run an experiment grid into the results store (resumable)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", metavar="CONFIG", help="grid config file (.toml, .yaml)")
+    p.add_argument("--results", default=None, metavar="DIR",
+                   help="results store (default $PACE_NB_RESULTS, else <repo>/data/results)")
+    p.add_argument("--dry-run", action="store_true", help="validate and list the cells; run nothing")
+    p.add_argument("--strict", action="store_true", default=None,
+                   help="fail when a dataset's raw files are missing (default: report it as not run)")
+    p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA, else ./data)")
+    p.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:0 … (default: config or auto)")
+    p.add_argument("--json", default=None, metavar="FILE", help="write the per-cell report as JSON")
+    p.add_argument("--keep-going", action="store_true",
+                   help="report a failing cell as failed and run the others (default: stop at the error)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run cells as Ray tasks (needs pip install -e .[ray]): no ADDRESS = a private local "
+                        "runtime; 'auto', HOST:PORT or ray://HOST:PORT = join a running cluster (docs/RAY.md)")
+    p.add_argument("--ray-workers", type=int, default=None, metavar="N",
+                   help="with --ray: CPUs of the local runtime / cells in flight on a cluster (default: all)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from pace_nb.experiments.grid import load_config, run_grid
+    from pace_nb.core.io import atomic_write_json
+    from pace_nb.core.errors import ConfigError
+    from pace_nb.experiments.store import ResultsStore
+
+    cfg = load_config(args.config)
+    executor = None
+    if args.ray_workers is not None and args.ray is None:
+        raise ConfigError("--ray-workers needs --ray (e.g. --ray --ray-workers 2)")
+    if args.ray is not None:
+        from pace_nb.experiments.ray import make_executor
+
+        executor = make_executor(args.ray, args.ray_workers)
+    store = ResultsStore(args.results)
+    report = run_grid(cfg, store, executor=executor, dry_run=args.dry_run, strict=args.strict, data_root=args.data_root,
+                      device=args.device, keep_going=args.keep_going)
+    frame = report.frame()
+    print(f"grid {cfg.path} → {store.root}: {len(frame)} cells; ran {report.count('ran')}, "
+          f"already done {report.count('done')}, planned {report.count('planned')}, not run {report.count('not run')}, "
+          f"failed {report.count('failed')}")
+    if len(frame):
+        show = frame.assign(seconds=frame["seconds"].map(lambda s: "" if s is None or s != s else f"{s:.1f}"),
+                            rows=frame["rows"].map(lambda r: "" if r is None or r != r else str(int(r))))
+        print(show[["key", "status", "rows", "seconds", "label"]].to_string(index=False, max_colwidth=70))
+    if args.json:
+        atomic_write_json(args.json, {"config": cfg.path, "results": str(store.root),
+                                      "cells": frame.astype(object).where(frame.notna(), None).to_dict("records")})
+    return 0

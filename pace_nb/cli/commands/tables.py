@@ -1,0 +1,49 @@
+"""``pace-nb tables``: the papers' tables (markdown, LaTeX, CSV), ours beside the paper's.
+
+Pure function of the results store: a setting that is not in the store is printed as
+"not run" (never filled in). Run ``pace-nb grid configs/<...>.toml`` first.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("tables", help="write the papers' tables, ours beside the paper's values",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", default=None, metavar="DIR",
+                   help="results store (default $PACE_NB_RESULTS, else <repo>/data/results)")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default <repo>/figures/tables)")
+    p.add_argument("--tables", default="all", metavar="IDS",
+                   help="comma-separated table ids: 1..12, spear-ablation, spear-robustness, spear-efficiency, "
+                        "or 'pace' / 'spear' / 'all' (default all)")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write every comparison row as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from pace_nb.core.io import atomic_write_json
+    from pace_nb.experiments.store import ResultsStore
+    from pace_nb.analysis.tables import TABLES, build_tables, select_tables, write_tables
+
+    ids = select_tables(args.tables)
+    store = ResultsStore(args.results)
+    rows = store.load()
+    from pace_nb.core.config import repo_root
+
+    root = repo_root()
+    out = Path(args.out) if args.out else (root / "figures" / "tables" if root else store.root.parent / "tables")
+    paths = write_tables(rows, out, ids)
+    comps = build_tables(rows, ids)
+    print(f"results: {store.root} ({len(rows)} rows); tables written to {out}")
+    print(f"{'table':<18} {'values run':>10}  {'mean |ours - paper|':>19}  title")
+    for tid, comp in comps.items():
+        ok = comp[comp.status == "ok"]
+        gap = f"{ok['diff'].abs().mean():.2f}" if len(ok) and ok["diff"].notna().any() else "-"
+        print(f"{tid:<18} {len(ok):>4}/{len(comp):<5}  {gap:>19}  {TABLES[tid].title}")
+    if args.json:
+        atomic_write_json(args.json, {"results": str(store.root), "out": str(out), "files": [str(p) for p in paths],
+                                      "tables": {t: c.astype(object).where(c.notna(), None).to_dict("records")
+                                                 for t, c in comps.items()}})
+    return 0

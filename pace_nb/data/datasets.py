@@ -1,0 +1,275 @@
+"""Datasets (DESIGN §3): registry, data roots, offline PyG loading, the ``demo`` SBM graph.
+
+Raw files live read-only under ``<data root>/<Folder>/raw``.  PyG writes ``processed/``
+beside ``raw/``, so every dataset is loaded through a writable mirror
+``cache_dir()/pyg/<root key>/<Folder>/raw`` whose entries are symlinks to the raw files.
+Downloads are never attempted: missing raw files raise :class:`MissingDataError`.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
+
+from pace_nb.core.config import cache_dir
+from pace_nb.core.errors import ConfigError, MissingDataError, unknown
+
+_PLANETOID_EXT = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
+_WEBKB_SPLITS = tuple(f"_split_0.6_0.2_{i}.npz" for i in range(10))
+_OGB_ARXIV_FILES = ("edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz",
+                    "num-node-list.csv.gz", "num-edge-list.csv.gz")
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One registry entry: canonical name, folder under the data root, raw files, split."""
+
+    name: str
+    folder: str
+    family: str
+    files: tuple[str, ...]
+    ratios: tuple[float, float, float] = (0.2, 0.4, 0.4)
+    raw_subdir: str = "raw"  # path of the raw files relative to ``<root>/<folder>``
+
+    @property
+    def needs_files(self) -> bool:
+        return self.family != "demo"
+
+
+def _planetoid(name: str) -> DatasetSpec:
+    return DatasetSpec(name, name, "planetoid", tuple(f"ind.{name.lower()}.{e}" for e in _PLANETOID_EXT))
+
+
+def _webkb(name: str) -> DatasetSpec:
+    low = name.lower()
+    files = ("out1_node_feature_label.txt", "out1_graph_edges.txt") + tuple(low + s for s in _WEBKB_SPLITS)
+    return DatasetSpec(name, low, "webkb", files)
+
+
+#: Canonical name → spec. Split ratios: train/val/test inside each client (DESIGN §4).
+DATASETS: dict[str, DatasetSpec] = {s.name: s for s in [
+    _planetoid("Cora"), _planetoid("CiteSeer"), _planetoid("PubMed"),
+    DatasetSpec("Computers", "Computers", "amazon", ("amazon_electronics_computers.npz",)),
+    DatasetSpec("Photo", "Photo", "amazon", ("amazon_electronics_photo.npz",)),
+    DatasetSpec("CS", "CS", "coauthor", ("ms_academic_cs.npz",)),
+    DatasetSpec("ogbn-arxiv", "ogbn_arxiv", "ogb", _OGB_ARXIV_FILES, ratios=(0.6, 0.2, 0.2)),
+    DatasetSpec("WikiCS", "WikiCS", "wikics", ("data.json",)),
+    _webkb("Texas"), _webkb("Cornell"), _webkb("Wisconsin"),
+    DatasetSpec("Actor", "Actor", "actor", ("out1_node_feature_label.txt", "out1_graph_edges.txt")
+                + tuple("film" + s for s in _WEBKB_SPLITS)),
+    DatasetSpec("demo", "", "demo", ()),
+]}
+
+
+def canonical_name(name: str) -> str:
+    """Case-insensitive lookup of a dataset name → its canonical spelling."""
+    lookup = {k.lower(): k for k in DATASETS}
+    key = str(name).strip().lower()
+    if key not in lookup:
+        raise unknown("dataset", name, DATASETS)
+    return lookup[key]
+
+
+def get_spec(name: str) -> DatasetSpec:
+    return DATASETS[canonical_name(name)]
+
+
+def data_root(root: str | os.PathLike | None = None) -> Path:
+    """Raw-data root: argument > ``$PACE_NB_DATA`` > ``./data``."""
+    if root:
+        return Path(root).expanduser().resolve()
+    env = os.environ.get("PACE_NB_DATA")
+    return Path(env).expanduser().resolve() if env else Path("data").resolve()
+
+
+def raw_dir(name: str, root: str | os.PathLike | None = None) -> Path:
+    spec = get_spec(name)
+    return data_root(root) / spec.folder / spec.raw_subdir
+
+
+def missing_files(name: str, root: str | os.PathLike | None = None) -> list[str]:
+    spec = get_spec(name)
+    d = raw_dir(name, root)
+    return [f for f in spec.files if not (d / f).is_file()]
+
+
+def _require_raw(spec: DatasetSpec, root: Path) -> Path:
+    d = root / spec.folder / spec.raw_subdir
+    missing = [f for f in spec.files if not (d / f).is_file()]
+    if missing:
+        raise MissingDataError(
+            f"raw files for {spec.name} not found in {d} (missing: {', '.join(missing)}); expected "
+            f"files: {', '.join(spec.files)}; downloads are disabled — place them there or point "
+            f"--data-root / $PACE_NB_DATA at a root holding {spec.folder}/{spec.raw_subdir}/")
+    return d
+
+
+def _mirror(spec: DatasetSpec, root: Path) -> Path:
+    """Writable mirror ``cache/pyg/<root key>/<folder>`` whose raw files are symlinks.
+
+    The root key (hash of the resolved data root) keeps processed files of different
+    roots apart. Returns the mirrored dataset folder (parent of ``raw``).
+    """
+    src = _require_raw(spec, root)
+    key = hashlib.sha256(str(root).encode()).hexdigest()[:10]
+    folder = cache_dir() / "pyg" / key / spec.folder
+    dst = folder / spec.raw_subdir
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in spec.files:
+        link = dst / f
+        target = (src / f).resolve()
+        if link.is_symlink() and Path(os.readlink(link)) == target:
+            continue
+        tmp = dst / f".{f}.{os.getpid()}.tmp"  # atomic replace: safe with parallel workers
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(target)
+        os.replace(tmp, link)
+    return folder
+
+
+def _finish(data: Data, spec: DatasetSpec, num_classes: int | None = None, undirected: bool = True) -> Data:
+    """Common contract: float32 x, long y, undirected coalesced edges, no self loops."""
+    n = int(data.x.shape[0])
+    ei = data.edge_index.long()
+    if undirected:
+        ei, _ = remove_self_loops(ei)
+        ei = to_undirected(ei, num_nodes=n)
+    ei = coalesce(ei, num_nodes=n)
+    y = data.y.long().view(-1)
+    out = Data(x=data.x.float().contiguous(), edge_index=ei, y=y)
+    out.name = spec.name
+    out.num_classes = int(num_classes if num_classes is not None else int(y.max()) + 1)
+    return out
+
+
+def _quiet(fn: Callable[[], Data]) -> Data:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return fn()
+
+
+def _load_pyg(spec: DatasetSpec, root: Path) -> Data:
+    from torch_geometric import datasets as D
+
+    folder = _mirror(spec, root)
+    base = str(folder.parent)
+    make = {
+        "planetoid": lambda: D.Planetoid(base, spec.name),
+        "amazon": lambda: D.Amazon(base, spec.name),
+        "coauthor": lambda: D.Coauthor(base, spec.name),
+        "webkb": lambda: D.WebKB(base, spec.name),
+        "actor": lambda: D.Actor(str(folder)),
+        "wikics": lambda: D.WikiCS(str(folder), is_undirected=True),
+    }[spec.family]
+    ds = _quiet(make)
+    # Planetoid: keep PyG's standard (already undirected, coalesced) edge list untouched.
+    return _finish(ds[0], spec, ds.num_classes, undirected=spec.family != "planetoid")
+
+
+def _load_ogb(spec: DatasetSpec, root: Path) -> Data:
+    """ogbn-arxiv from OGB's raw csv layout (``ogbn_arxiv/raw``), read with ``ogb.io``.
+
+    ``PygNodePropPredDataset`` is avoided: it may prompt interactively and unpickles.
+    """
+    from ogb.io.read_graph_raw import read_csv_graph_raw
+
+    d = _require_raw(spec, root)
+    graph = _quiet(lambda: read_csv_graph_raw(str(d)))[0]
+    y = pd.read_csv(d / "node-label.csv.gz", compression="gzip", header=None).values[:, 0]
+    data = Data(x=torch.from_numpy(np.asarray(graph["node_feat"], dtype=np.float32)),
+                edge_index=torch.from_numpy(graph["edge_index"]).long(),
+                y=torch.from_numpy(y.astype(np.int64)))
+    return _finish(data, spec)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_cached(name: str, root: str) -> Data:
+    spec = DATASETS[name]
+    if spec.family == "demo":
+        return make_demo()
+    if spec.family == "ogb":
+        return _load_ogb(spec, Path(root))
+    return _load_pyg(spec, Path(root))
+
+
+def load_dataset(name: str, root: str | os.PathLike | None = None) -> Data:
+    """Load a dataset as a PyG ``Data`` (x float32 raw features, undirected edges, y long).
+
+    Adds attributes ``name`` (canonical) and ``num_classes``. Cached in-process per
+    (name, resolved root); treat the result as read-only.
+    """
+    canon = canonical_name(name)
+    return _load_cached(canon, str(data_root(root)))
+
+
+def dataset_status(root: str | os.PathLike | None = None) -> pd.DataFrame:
+    """One row per dataset: name, present, folder (where it looks), expected files."""
+    r = data_root(root)
+    rows = []
+    for spec in DATASETS.values():
+        if not spec.needs_files:
+            rows.append(dict(name=spec.name, present=True, folder="(generated by pace_nb)",
+                             expected_files="", missing=""))
+            continue
+        miss = missing_files(spec.name, r)
+        rows.append(dict(name=spec.name, present=not miss, folder=str(r / spec.folder / spec.raw_subdir),
+                         expected_files=", ".join(spec.files), missing=", ".join(miss)))
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- demo graph
+@dataclass(frozen=True)
+class DemoConfig:
+    """Seeded planted-partition SBM: communities with a dominant class, bag-of-words features."""
+
+    num_nodes: int = 2400
+    num_classes: int = 6
+    num_communities: int = 40
+    size_concentration: float = 8.0  # Dirichlet concentration of the community sizes
+    purity: float = 0.85             # share of a community's nodes carrying its dominant class
+    avg_degree_in: float = 6.0       # expected neighbours inside the own community
+    avg_degree_out: float = 1.0      # … in all other communities
+    vocab: int = 600
+    words_per_node: int = 18
+    topic_words: int = 40            # vocabulary slice characteristic of a class
+    topic_prob: float = 0.25         # chance that a word is drawn from the own class topic
+
+
+def make_demo(seed: int = 0, config: DemoConfig | None = None) -> Data:
+    """The embedded ``demo`` graph (DESIGN §3): SBM communities + class-correlated sparse binary features.
+
+    Community c has dominant class ``c mod C``; each node keeps it with prob ``purity``
+    (else a uniform class), so structure helps but does not give the labels away.
+    """
+    cfg = config or DemoConfig()
+    if cfg.num_nodes < 2 * cfg.num_communities or cfg.num_communities < cfg.num_classes:
+        raise ConfigError("demo graph needs >= 2 nodes per community and >= 1 community per class")
+    rng = np.random.default_rng(seed)
+    n, c, m = cfg.num_nodes, cfg.num_classes, cfg.num_communities
+    comm = np.sort(rng.choice(m, size=n, p=rng.dirichlet(np.full(m, cfg.size_concentration))))
+    y = np.where(rng.random(n) < cfg.purity, comm % c, rng.integers(0, c, n))
+    mean_size = n / m
+    iu, ju = np.triu_indices(n, k=1)
+    same = comm[iu] == comm[ju]
+    prob = np.where(same, cfg.avg_degree_in / mean_size, cfg.avg_degree_out / (n - mean_size))
+    keep = rng.random(iu.size) < prob
+    ei = torch.from_numpy(np.stack([iu[keep], ju[keep]])).long()
+    topic = rng.permutation(cfg.vocab)[: c * cfg.topic_words].reshape(c, cfg.topic_words)
+    shape = (n, cfg.words_per_node)
+    words = np.where(rng.random(shape) < cfg.topic_prob,
+                     topic[y[:, None], rng.integers(0, cfg.topic_words, shape)],
+                     rng.integers(0, cfg.vocab, shape))
+    x = np.zeros((n, cfg.vocab), dtype=np.float32)
+    x[np.repeat(np.arange(n), cfg.words_per_node), words.ravel()] = 1.0
+    data = Data(x=torch.from_numpy(x), edge_index=ei, y=torch.from_numpy(y.astype(np.int64)))
+    return _finish(data, DATASETS["demo"], num_classes=c)

@@ -1,0 +1,390 @@
+"""Experiment grids: TOML/YAML config → validated cells → resumable runs into the results store.
+
+A *cell* is the unit of work and of storage: (dataset, partition [β], K, data seed, a batch
+of run seeds, a group of methods). One cell is ONE :func:`pace_nb.methods.protocol.run_protocol`
+call, so the batched trainer trains every seed × client of the cell at once and Local is
+trained once for all methods of the group. SPEAR cells run SPEAR's ablation (and, if asked,
+robustness / efficiency) for a batch of data seeds. Each finished cell is written atomically
+under its stable key; a rerun skips finished cells, so Ctrl-C or ``kill -9`` loses at most the
+cell in flight and never duplicates rows. :func:`expand` + :func:`run_cell` are separate from
+the loop in :func:`run_grid`, whose ``executor`` (anything with ``map(fn, cells)``, e.g. a
+``concurrent.futures`` or Ray pool wrapper) may run cells elsewhere.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import pandas as pd
+
+from pace_nb.core.config import DATA_SEED, PAPER_SEEDS, progress as progress_bar
+from pace_nb.core.errors import ConfigError, MissingDataError, PaceNBError
+from pace_nb.experiments.store import ResultsStore, stable_key
+
+PARTITIONS = ("louvain", "metis", "dirichlet")
+SECTIONS = {"grid", "experiment", "spear"}
+GRID_KEYS = {"name", "description", "seeds", "data_seed", "seed_batch", "device", "strict", "data_root"}
+EXPERIMENT_KEYS = {"name", "datasets", "partitions", "beta", "clients", "seeds", "data_seed", "seed_batch",
+                   "methods", "methods_if_available", "method_groups", "pace_variants", "ranks", "train", "method_params"}
+SPEAR_KEYS = {"name", "datasets", "beta", "clients", "seeds", "seed_batch", "variants", "T", "a", "gamma",
+              "robustness", "rho", "eta", "efficiency", "rounds"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One unit of work; ``key`` is a stable hash of every field (JSON)."""
+
+    kind: str  # "protocol" | "spear"
+    dataset: str
+    partition: str
+    num_clients: int
+    beta: float | None
+    data_seed: int
+    seeds: tuple[int, ...]
+    methods: tuple[str, ...]
+    variants: tuple[str, ...] = ("full",)  # PACE variants (protocol) or SPEAR ablation variants (spear)
+    ranks: tuple[int, ...] = (6,)
+    options: str = "{}"  # JSON: train config / method params (protocol), SPEAR options (spear)
+
+    @property
+    def key(self) -> str:
+        return stable_key(asdict(self))
+
+    @property
+    def label(self) -> str:
+        part = self.partition + (f"(β={self.beta:g})" if self.beta is not None else "")
+        seeds = f"{len(self.seeds)} seeds" if len(self.seeds) > 1 else f"seed {self.seeds[0]}"
+        what = "+".join(self.methods) if len(self.methods) <= 4 else f"{self.methods[0]}+…+{self.methods[-1]} ({len(self.methods)})"
+        if self.kind == "spear":
+            opts = json.loads(self.options)
+            what += f" [{','.join(self.variants)}]" + "".join(f" +{k}" for k in ("robustness", "efficiency") if opts.get(k))
+        elif self.variants != ("full",) or self.ranks != (6,):
+            what += f" [{','.join(self.variants)}; r={','.join(map(str, self.ranks))}]"
+        return f"{self.dataset} {part} K={self.num_clients} {seeds} {what}"
+
+    def describe(self) -> dict:
+        return {**asdict(self), "key": self.key, "label": self.label}
+
+
+@dataclass
+class GridConfig:
+    """A parsed config: the raw mapping, its text (for line numbers) and where it came from."""
+
+    raw: dict
+    text: str = ""
+    path: str = "<config>"
+
+    def line_of(self, value: Any, key: str | None = None) -> int | None:
+        """First line (1-based) holding ``value`` (after ``key =`` when given), comments ignored."""
+        token = re.escape(str(value))
+        pats = [rf"""["']{token}["']""", rf"(?<![\w.-]){token}(?![\w.-])"]
+        lines = [ln.split("#", 1)[0] for ln in self.text.splitlines()]
+        for pat in pats:
+            hits = [i for i, ln in enumerate(lines) if re.search(pat, ln, re.IGNORECASE)]
+            if key is not None:
+                keyed = [i for i in hits if re.search(rf"\b{re.escape(key)}\b", lines[i])]
+                hits = keyed or hits
+            if hits:
+                return hits[0] + 1
+        return None
+
+    def error(self, msg: str, value: Any = None, key: str | None = None) -> ConfigError:
+        line = self.line_of(value, key) if value is not None else None
+        if line is None and key is not None:
+            line = self.line_of(key)
+        return ConfigError(f"{self.path}:{line}: {msg}" if line else f"{self.path}: {msg}")
+
+
+def load_config(path: str | Path) -> GridConfig:
+    """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``) grid config; validation is separate."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"grid config {path} not found") from None
+    return parse_config(text, path=str(path), fmt="yaml" if path.suffix in (".yaml", ".yml") else "toml")
+
+
+def parse_config(text: str, path: str = "<config>", fmt: str = "toml") -> GridConfig:
+    try:
+        if fmt == "yaml":
+            import yaml
+
+            raw = yaml.safe_load(text) or {}
+        else:
+            import tomllib
+
+            raw = tomllib.loads(text)
+    except Exception as exc:  # noqa: BLE001 - parser errors carry the line number
+        raise ConfigError(f"{path}: cannot parse {fmt.upper()}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the config must be a mapping with [grid]/[[experiment]]/[[spear]] sections")
+    return GridConfig(raw, text, path)
+
+
+def _as_list(v) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _ints(cfg: GridConfig, key: str, values, minimum: int) -> list[int]:
+    out = []
+    for v in _as_list(values):
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise cfg.error(f"{key} must be integers >= {minimum}, got {v!r}", v, key)
+        out.append(int(v))
+    return out
+
+
+def _batches(seeds: list[int], size: int | None) -> list[tuple[int, ...]]:
+    size = size or len(seeds)
+    return [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
+
+
+def _check_keys(cfg: GridConfig, section: Mapping, allowed: set, where: str) -> None:
+    if not isinstance(section, Mapping):
+        raise cfg.error(f"{where} must be a table/mapping", where.strip("[]"))
+    for key in section:
+        if key not in allowed:
+            raise cfg.error(f"unknown key {key!r} in {where}; valid keys: {', '.join(sorted(allowed))}", key)
+
+
+def _name(cfg: GridConfig, kind: str, value, valid: Iterable[str], key: str, canon: Callable | None = None) -> str:
+    valid = list(valid)
+    if canon is not None:
+        try:
+            return canon(value)
+        except PaceNBError:
+            pass
+    elif value in valid:
+        return value
+    raise cfg.error(f"unknown {kind} {value!r}; valid {kind}s: {', '.join(sorted(map(str, valid)))}", value, key)
+
+
+def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[Cell]:
+    """Validate the WHOLE config and expand it into cells (no work is done here).
+
+    Unknown datasets, methods, partitions, variants or keys raise :class:`ConfigError`
+    naming the config line at fault. ``known_methods`` defaults to the protocol registry.
+    """
+    from pace_nb.data.datasets import DATASETS, canonical_name
+    from pace_nb.methods.pace.protocol import VARIANTS as PACE_VARIANTS
+    from pace_nb.methods.spear.core import VARIANTS as SPEAR_VARIANTS
+
+    if known_methods is None:
+        from pace_nb.methods.protocol import available_methods
+
+        known_methods = available_methods()
+    known_methods = list(known_methods)
+    raw = cfg.raw
+    for key in raw:
+        if key not in SECTIONS:
+            raise cfg.error(f"unknown section {key!r}; valid sections: grid, experiment, spear", key)
+    grid = raw.get("grid", {})
+    _check_keys(cfg, grid, GRID_KEYS, "[grid]")
+    base_seeds = _ints(cfg, "seeds", grid.get("seeds", list(PAPER_SEEDS)), 0)
+    base_data_seed = _ints(cfg, "data_seed", grid.get("data_seed", DATA_SEED), 0)[0]
+    base_batch = grid.get("seed_batch")
+    cells: list[Cell] = []
+    exps, spears = _as_list(raw.get("experiment", [])), _as_list(raw.get("spear", []))
+    if not exps and not spears:
+        raise cfg.error("the config has no [[experiment]] or [[spear]] section")
+    for exp in exps:
+        _check_keys(cfg, exp, EXPERIMENT_KEYS, "[[experiment]]")
+        if "datasets" not in exp or "methods" not in exp:
+            raise cfg.error("every [[experiment]] needs 'datasets' and 'methods'", "experiment")
+        datasets = [_name(cfg, "dataset", d, DATASETS, "datasets", canonical_name) for d in _as_list(exp["datasets"])]
+        parts = [_name(cfg, "partition", p, PARTITIONS, "partitions") for p in _as_list(exp.get("partitions", "louvain"))]
+        betas = [float(b) for b in _as_list(exp.get("beta", 0.5))]
+        if any(not (b > 0 and math.isfinite(b)) for b in betas):
+            raise cfg.error(f"beta must be > 0, got {exp.get('beta')!r}", "beta")
+        clients = _ints(cfg, "clients", exp.get("clients", 10), 2)
+        seeds = _ints(cfg, "seeds", exp.get("seeds", base_seeds), 0)
+        data_seed = _ints(cfg, "data_seed", exp.get("data_seed", base_data_seed), 0)[0]
+        batch = _ints(cfg, "seed_batch", exp.get("seed_batch", base_batch or len(seeds)), 1)[0]
+        methods = [_name(cfg, "method", str(m).lower(), known_methods, "methods") for m in _as_list(exp["methods"])]
+        methods += [str(m).lower() for m in _as_list(exp.get("methods_if_available", []))
+                    if str(m).lower() in known_methods and str(m).lower() not in methods]
+        groups = exp.get("method_groups") or [methods]
+        groups = [[_name(cfg, "method", str(m).lower(), methods, "method_groups") for m in _as_list(g)] for g in groups]
+        variants = [_name(cfg, "PACE variant", v, PACE_VARIANTS, "pace_variants") for v in _as_list(exp.get("pace_variants", "full"))]
+        ranks = _ints(cfg, "ranks", exp.get("ranks", 6), 0)
+        options = {"train": exp.get("train", {}), "method_params": exp.get("method_params", {})}
+        if options["train"]:
+            from pace_nb.nn.training import TrainConfig
+
+            try:
+                TrainConfig(**options["train"])
+            except TypeError as exc:
+                raise cfg.error(f"invalid [experiment.train]: {exc}", "train") from None
+        for d in datasets:
+            for p in parts:
+                for b in (betas if p == "dirichlet" else [None]):
+                    for k in clients:
+                        for sb in _batches(seeds, batch):
+                            for g in groups:
+                                cells.append(Cell("protocol", d, p, k, b, data_seed, sb, tuple(g), tuple(variants),
+                                                  tuple(ranks), json.dumps(options, sort_keys=True)))
+    for sp in spears:
+        _check_keys(cfg, sp, SPEAR_KEYS, "[[spear]]")
+        if "datasets" not in sp:
+            raise cfg.error("every [[spear]] needs 'datasets'", "spear")
+        datasets = [_name(cfg, "dataset", d, DATASETS, "datasets", canonical_name) for d in _as_list(sp["datasets"])]
+        variants = [_name(cfg, "SPEAR variant", v, SPEAR_VARIANTS, "variants") for v in _as_list(sp.get("variants", list(SPEAR_VARIANTS)))]
+        seeds = _ints(cfg, "seeds", sp.get("seeds", [2024, 2025, 2026]), 0)
+        batch = _ints(cfg, "seed_batch", sp.get("seed_batch", len(seeds)), 1)[0]
+        opts = {k: sp[k] for k in ("T", "a", "gamma", "robustness", "rho", "eta", "efficiency", "rounds") if k in sp}
+        if {"T", "a", "gamma"} & opts.keys():
+            from pace_nb.methods.spear.core import SpearConfig
+
+            SpearConfig(**{k: opts[k] for k in ("T", "a", "gamma") if k in opts})
+        for d in datasets:
+            for b in _as_list(sp.get("beta", 0.05)):
+                for k in _ints(cfg, "clients", sp.get("clients", 10), 2):
+                    for sb in _batches(seeds, batch):
+                        cells.append(Cell("spear", d, "dirichlet", k, float(b), sb[0], sb, ("spear",), tuple(variants),
+                                          (0,), json.dumps(opts, sort_keys=True)))
+    keys = [c.key for c in cells]
+    if len(set(keys)) != len(keys):  # repeated entries are run once
+        cells = list({c.key: c for c in cells}.values())
+    return cells
+
+
+# -- running one cell -----------------------------------------------------------------------
+def _run_spear_cell(cell: Cell, data_root=None) -> pd.DataFrame:
+    from pace_nb.methods.spear import analysis as sa
+    from pace_nb.methods.spear.core import SpearConfig
+
+    opts = json.loads(cell.options)
+    config = SpearConfig(**{k: opts[k] for k in ("T", "a", "gamma") if k in opts})
+    frames = []
+    for seed in cell.seeds:
+        fg = sa.federation(cell.dataset, beta=cell.beta, num_clients=cell.num_clients, seed=seed, data_root=data_root)
+        frames.append(sa.ablation(fg, config, cell.variants))
+        if opts.get("robustness"):
+            rob = sa.robustness(fg, config, rho=opts.get("rho", 0.5), eta=opts.get("eta", 0.5))
+            rob = rob[rob["condition"] != "clean"].copy()  # clean = the ablation's "full" row
+            rob["variant"] = rob["condition"].map({"edges": "edge_noise", "features": "feature_noise"})
+            frames.append(rob)
+        if opts.get("efficiency"):
+            eff = sa.communication(fg, config, rounds=int(opts.get("rounds", 100)))
+            eff["variant"] = eff["method"].map({"spear": "comm", "fedavg": "multiround"})
+            frames.append(eff)
+    return pd.concat(frames, ignore_index=True)
+
+
+def pace_params(method_params: dict | None, variants, ranks) -> dict:
+    """``method_params`` with PACE's variants and ranks under ``"pace"``."""
+    params = {k: dict(v) for k, v in (method_params or {}).items()}
+    params.setdefault("pace", {}).update({"variants": tuple(variants), "ranks": tuple(int(r) for r in ranks)})
+    return params
+
+
+def run_cell(cell: Cell, *, data_root=None, device="auto", progress: bool = False, fg=None) -> pd.DataFrame:
+    """Compute one cell's result rows (pure of the store; safe to call on a remote worker).
+
+    ``fg``: the cell's ready ``FederatedGraph`` (protocol cells; e.g. shared by Ray), else built here.
+    """
+    if cell.kind == "spear":
+        rows = _run_spear_cell(cell, data_root)
+    else:
+        from pace_nb.methods.protocol import run_protocol
+        from pace_nb.nn.training import TrainConfig
+
+        opts = json.loads(cell.options)
+        rows = run_protocol(cell.dataset if fg is None else fg, partition=cell.partition, num_clients=cell.num_clients, seeds=cell.seeds,
+                            methods=cell.methods, data_seed=cell.data_seed, data_root=data_root, device=device,
+                            progress=progress, train_config=TrainConfig(**opts.get("train", {})), beta=cell.beta,
+                            method_params=pace_params(opts.get("method_params"), cell.variants, cell.ranks))
+    rows = pd.DataFrame(rows)
+    if "beta" not in rows.columns:
+        rows["beta"] = cell.beta if cell.beta is not None else math.nan
+    return rows
+
+
+# -- the grid loop ------------------------------------------------------------------------
+@dataclass
+class GridReport:
+    """What a grid run did: one record per cell (status: done / ran / not run: <why> / planned)."""
+
+    records: list[dict] = field(default_factory=list)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.records, columns=["key", "label", "status", "rows", "seconds"])
+
+    def count(self, status: str) -> int:
+        return sum(r["status"].startswith(status) for r in self.records)
+
+
+def _missing_data(cell: Cell, data_root) -> str | None:
+    from pace_nb.data.datasets import get_spec, missing_files, raw_dir
+
+    if not get_spec(cell.dataset).needs_files:
+        return None
+    miss = missing_files(cell.dataset, data_root)
+    return f"raw files missing in {raw_dir(cell.dataset, data_root)} ({', '.join(miss[:3])}…)" if miss else None
+
+
+def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None, executor=None, *,
+             dry_run: bool = False, strict: bool | None = None, data_root=None, device: str | None = None,
+             progress: bool = True, runner: Callable[[Cell], pd.DataFrame] | None = None,
+             known_methods: Iterable[str] | None = None, keep_going: bool = False) -> GridReport:
+    """Run every cell of ``config`` not yet in ``store``; each result is written as it arrives.
+
+    ``executor.map(fn, cells)`` (default: in-process ``map``) computes cells; ``runner``
+    replaces :func:`run_cell` (tests, remote dispatch). Datasets without raw files are
+    reported "not run" unless ``strict`` (then :class:`MissingDataError` before any work).
+    ``keep_going``: a cell that raises is reported "failed: <error>" and the grid goes on
+    (default: the error stops the grid; finished cells stay saved either way).
+    """
+    cfg = config if isinstance(config, GridConfig) else load_config(config)
+    cells = expand(cfg, known_methods)
+    grid = cfg.raw.get("grid", {})
+    strict = bool(grid.get("strict", False)) if strict is None else strict
+    data_root = data_root or grid.get("data_root")
+    device = device or grid.get("device", "auto")
+    store = store or ResultsStore()
+    status, todo = {}, []
+    for cell in cells:
+        why = _missing_data(cell, data_root)
+        if why and strict:
+            raise MissingDataError(f"{cell.dataset}: {why} (grid is strict; drop the dataset or add its files)")
+        rec = dict(key=cell.key, label=cell.label, status="planned", rows=None, seconds=None)
+        if why:
+            rec.update(status=f"not run: {why}", rows=0)
+        elif store.has(cell.key):
+            rec.update(status="done")
+        else:
+            todo.append(cell)
+        status[cell.key] = rec
+    report = GridReport(list(status.values()))  # config order; records are updated in place
+    if dry_run:
+        return report
+    fn = runner or (lambda c, **kw: run_cell(c, data_root=data_root, device=device, progress=False, **kw))
+    if executor is not None and hasattr(executor, "bind"):  # Ray: share graphs (runner takes fg=), GPUs
+        executor.bind(data_root=data_root, device=device, share_graphs=runner is None)
+
+    def timed(cell, **kw):
+        t0 = time.perf_counter()
+        try:
+            return cell, fn(cell, **kw), time.perf_counter() - t0
+        except Exception as exc:  # noqa: BLE001 - reported per cell with keep_going
+            if not keep_going:
+                raise
+            return cell, f"failed: {type(exc).__name__}: {exc}", time.perf_counter() - t0
+
+    results = (executor.map if executor is not None else map)(timed, todo)
+    bar = progress_bar(results, enabled=progress, total=len(todo), desc="grid", unit="cell", leave=True)
+    for cell, rows, secs in bar:
+        if isinstance(rows, str):  # a failed cell (keep_going): nothing is stored
+            status[cell.key].update(status=rows.splitlines()[0][:300], rows=0, seconds=secs)
+            continue
+        store.append(rows, cell_key=cell.key, cell=cell.describe())
+        status[cell.key].update(status="ran", rows=len(rows), seconds=secs)
+        if hasattr(bar, "set_postfix_str"):
+            bar.set_postfix_str(cell.label[:40])
+    return report

@@ -1,0 +1,228 @@
+"""Results store: one checksummed CSV per finished grid cell, tidy typed DataFrames out.
+
+Layout under the store directory (``--results DIR`` > ``$PACE_NB_RESULTS`` >
+``<repo>/data/results``)::
+
+    cells/<key>.csv    the cell's result rows (ARCHITECTURE "Result rows"), written atomically
+    cells/<key>.json   its manifest entry, written atomically AFTER the CSV: sha256 of the
+                       CSV bytes, row count, the cell's parameters, time stamp
+
+The JSON is the commit marker: a cell counts as present only when both exist and the CSV
+matches its checksum. A CSV without its JSON (a kill between the two writes) is an
+unfinished cell and is simply recomputed; a checksum/row-count mismatch or an unreadable
+file raises :class:`~pace_nb.core.errors.DataCorruptionError` naming the file, never a silent
+merge. Re-appending a cell replaces it, so rerunning never duplicates rows.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from pace_nb.core import config
+from pace_nb.core.errors import ConfigError, DataCorruptionError
+from pace_nb.core.io import atomic_write_bytes, atomic_write_json
+
+from pace_nb.core.schema import (COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, KEY_COLUMNS, REQUIRED,  # noqa: F401
+                                    SETTING, STR_COLUMNS)
+
+
+def stable_key(obj: Any, length: int = 16) -> str:
+    """Stable hex key of a JSON-able object (sorted keys, no whitespace)."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def _params_value(params: Any, name: str) -> float:
+    """``name`` from a row's params JSON (top level or one level down), else NaN."""
+    try:
+        obj = json.loads(params) if isinstance(params, str) and params else {}
+    except ValueError:
+        return math.nan
+    stack = [obj]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, Mapping):
+            if name in cur and isinstance(cur[name], (int, float)) and not isinstance(cur[name], bool):
+                return float(cur[name])
+            stack.extend(v for v in cur.values() if isinstance(v, Mapping))
+    return math.nan
+
+
+def normalize_rows(rows: pd.DataFrame | Iterable[Mapping]) -> pd.DataFrame:
+    """Typed copy of result rows: schema columns first (missing → NaN), extra columns kept.
+
+    Adds ``beta`` (Dirichlet concentration, NaN otherwise) from ``params`` when absent.
+    """
+    frame = pd.DataFrame(rows).copy() if not isinstance(rows, pd.DataFrame) else rows.copy()
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"result rows lack required column(s) {', '.join(missing)}; "
+                          f"build rows with pace_nb.methods.evaluation.make_row")
+    for col in COLUMNS:
+        if col not in frame.columns:
+            frame[col] = "" if col in STR_COLUMNS else np.nan
+    for col in INT_COLUMNS:
+        try:
+            frame[col] = pd.to_numeric(frame[col], errors="raise").astype("int64")
+        except (ValueError, TypeError):
+            raise ConfigError(f"result column {col!r} must hold integers (no missing values)") from None
+    for col in FLOAT_COLUMNS:
+        frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
+    frame["n_test"] = pd.to_numeric(frame["n_test"], errors="coerce").astype("Int64")
+    for col in STR_COLUMNS:
+        frame[col] = frame[col].fillna("").astype(str)
+    if "beta" not in frame.columns:
+        frame["beta"] = [_params_value(p, "beta") for p in frame["params"]]
+    frame["beta"] = pd.to_numeric(frame["beta"], errors="coerce").astype("float64")
+    extra = [c for c in frame.columns if c not in COLUMNS]
+    return frame[list(COLUMNS) + extra].reset_index(drop=True)
+
+
+def filter_rows(frame: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame:
+    for col, want in filters.items():
+        if want is None:
+            continue
+        if col not in frame.columns:
+            raise ConfigError(f"cannot filter results by unknown column {col!r}; "
+                              f"columns: {', '.join(frame.columns)}")
+        if isinstance(want, (list, tuple, set, frozenset)):
+            frame = frame[frame[col].isin(list(want))]
+        else:
+            frame = frame[frame[col] == want]
+    return frame
+
+
+class ResultsStore:
+    """Append-only, resumable, corruption-detecting store of result rows (one file per cell)."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.root = config.results_dir(path)
+        self.cells_dir = self.root / "cells"
+
+    def __repr__(self) -> str:
+        return f"ResultsStore({str(self.root)!r})"
+
+    # -- writing -------------------------------------------------------------------------
+    def append(self, rows: pd.DataFrame | Iterable[Mapping], cell_key: str | None = None,
+               cell: Mapping[str, Any] | None = None) -> str:
+        """Store the rows of one finished cell atomically; returns its key.
+
+        Without ``cell_key`` the key is a hash of the rows' identity columns, so appending
+        the same rows twice replaces them instead of duplicating them.
+        """
+        frame = normalize_rows(rows)
+        if cell_key is None:
+            ident = frame[list(KEY_COLUMNS)].astype(str).agg("|".join, axis=1)
+            cell_key = "rows-" + stable_key(sorted(set(ident)))
+        if not cell_key or any(ch in cell_key for ch in "/\\") or cell_key.startswith("."):
+            raise ConfigError(f"invalid cell key {cell_key!r}")
+        data = frame.to_csv(index=False).encode("utf-8")
+        csv_path, meta_path = self._paths(cell_key)
+        atomic_write_bytes(csv_path, data)
+        atomic_write_json(meta_path, {
+            "key": cell_key, "file": csv_path.name, "sha256": hashlib.sha256(data).hexdigest(),
+            "rows": int(len(frame)), "cell": dict(cell) if cell else None,
+            "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        return cell_key
+
+    def discard(self, cell_key: str) -> None:
+        """Remove one cell (e.g. after a corruption report) so that a rerun recomputes it."""
+        for p in self._paths(cell_key)[::-1]:
+            p.unlink(missing_ok=True)
+
+    # -- reading -------------------------------------------------------------------------
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        return self.cells_dir / f"{key}.csv", self.cells_dir / f"{key}.json"
+
+    def keys(self) -> list[str]:
+        """Keys of the committed cells (those with a manifest entry), sorted."""
+        if not self.cells_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.cells_dir.glob("*.json") if not p.name.startswith("."))
+
+    def _manifest(self, key: str) -> dict:
+        meta_path = self._paths(key)[1]
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            if not isinstance(meta, dict) or not {"sha256", "rows"} <= meta.keys():
+                raise ValueError("missing sha256/rows")
+        except (ValueError, OSError) as exc:
+            raise DataCorruptionError(f"results manifest {meta_path} is unreadable ({exc}); delete it "
+                                      f"(and {meta_path.with_suffix('.csv').name}) to recompute that cell") from None
+        return meta
+
+    def _read_cell(self, key: str) -> pd.DataFrame:
+        csv_path, meta_path = self._paths(key)
+        meta = self._manifest(key)
+        hint = f"; delete {csv_path} and {meta_path.name} (or ResultsStore.discard({key!r})) and rerun to recompute it"
+        try:
+            data = csv_path.read_bytes()
+        except FileNotFoundError:
+            raise DataCorruptionError(f"results file {csv_path} is missing but listed in its manifest{hint}") from None
+        if hashlib.sha256(data).hexdigest() != meta["sha256"]:
+            raise DataCorruptionError(f"results file {csv_path} is corrupted or truncated (checksum mismatch){hint}")
+        try:
+            frame = pd.read_csv(io.BytesIO(data), dtype={c: str for c in STR_COLUMNS}, keep_default_na=False,
+                                na_values={c: [""] for c in FLOAT_COLUMNS + ("n_test", "beta")})
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise DataCorruptionError(f"results file {csv_path} is unreadable ({exc}){hint}") from None
+        if len(frame) != meta["rows"]:
+            raise DataCorruptionError(f"results file {csv_path} has {len(frame)} rows, manifest says {meta['rows']}{hint}")
+        return frame
+
+    def has(self, cell_key: str) -> bool:
+        """True when the cell is committed and intact (corruption raises, never 'absent')."""
+        csv_path, meta_path = self._paths(cell_key)
+        if not meta_path.exists():
+            return False
+        self._read_cell(cell_key)
+        return True
+
+    def cells(self) -> pd.DataFrame:
+        """One row per committed cell: key, rows, written, and the cell's parameters."""
+        recs = []
+        for key in self.keys():
+            meta = self._manifest(key)
+            recs.append({"key": key, "rows": meta["rows"], "written": meta.get("written"),
+                         **(meta.get("cell") or {})})
+        return pd.DataFrame(recs)
+
+    def load(self, dedupe: bool = True, **filters) -> pd.DataFrame:
+        """All rows (typed, tidy), filtered by ``column=value`` or ``column=[values]``.
+
+        Identical result rows written by two cells (e.g. Local, trained in every method
+        group) are kept once (``dedupe``); rows that differ in ``params`` are both kept.
+        """
+        frames = [self._read_cell(k) for k in self.keys()]
+        frame = normalize_rows(pd.concat(frames, ignore_index=True) if frames
+                               else pd.DataFrame(columns=list(COLUMNS)))
+        if dedupe:
+            frame = frame.drop_duplicates(subset=list(KEY_COLUMNS) + ["params"], keep="last")
+        frame = filter_rows(frame, filters)
+        return frame.sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+
+    def pooled(self, **filters) -> pd.DataFrame:
+        """Pooled rows (``receiver == -1``): one per dataset × … × seed × method × variant × rank."""
+        return self.load(receiver=-1, **filters)
+
+    def receivers(self, **filters) -> pd.DataFrame:
+        """Per-receiver rows (``receiver >= 0``) for harm diagnostics."""
+        frame = self.load(**filters)
+        return frame[frame["receiver"] >= 0].reset_index(drop=True)
+
+
+# -- notebook helpers ----------------------------------------------------------------------
+
+
+def load_results(path: str | os.PathLike | None = None, **filters) -> pd.DataFrame:
+    """Rows of the results store at ``path`` (default location) filtered by column values."""
+    return ResultsStore(path).load(**filters)

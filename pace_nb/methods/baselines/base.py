@@ -1,0 +1,429 @@
+"""ONE federated mechanism for every collaborative baseline (PACE §4 matched controls, SPEAR's
+multi-round comparisons), in the style of Flower strategies.
+
+A method is a :class:`FederatedMethod` with hooks; the shared driver :func:`train_federated`
+runs, for ``r = 1..R`` rounds:
+
+1. **local phase** — every client × seed model trains ``local_epochs`` full-batch epochs from
+   its start model, all as ONE batch of the batched trainer (:func:`pace_nb.nn.training.train_models`)
+   with the method's extra loss :meth:`FederatedMethod.local_loss`. When the method's local
+   objective is plain cross-entropy (:meth:`FederatedMethod.plain_local`) and matched
+   :class:`~pace_nb.nn.training.LocalModels` are given, round 1 reuses them (bit-identical);
+2. **upload** — :meth:`FederatedMethod.upload`: statistics a client sends beside its model;
+3. **server** — :meth:`FederatedMethod.aggregate` → one returned Params per receiver;
+4. **return** — :meth:`FederatedMethod.deployed`: the model a receiver evaluates (e.g. FedPub's
+   eval-mode mask pruning); the next round starts from :meth:`FederatedMethod.next_start`.
+
+``R = 1`` with 100 local epochs is PACE's matched one-round control: same partition, masks,
+W0, architecture and local budget; one upload, one aggregation, one return, no post-return
+training. Per-seed tensors use the seed-major batch order ``b = s * K + k``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+import torch
+from torch import Tensor
+
+from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
+from pace_nb.core.errors import ConfigError
+from pace_nb.methods.registry import METHODS, register_method
+from pace_nb.data.federation import FederatedGraph
+from pace_nb.nn.gcn import WEIGHT_KEYS, Params, init_params, stack_params
+from pace_nb.nn.training import LocalModels, TrainConfig, TrainStep, train_models
+
+# ----------------------------------------------------------------------------- pure helpers
+
+
+def per_seed(t: Tensor, num_seeds: int, num_clients: int) -> Tensor:
+    """View a batched tensor ``[S*K, ...]`` as ``[S, K, ...]`` (seed-major order)."""
+    if t.shape[0] != num_seeds * num_clients:
+        raise ConfigError(f"expected {num_seeds}×{num_clients} models, got leading size {t.shape[0]}")
+    return t.reshape(num_seeds, num_clients, *t.shape[1:])
+
+
+def size_weights(sizes: Tensor) -> Tensor:
+    """FedAvg weights ``n_k / Σ_j n_j`` (McMahan et al. 2017)."""
+    sizes = torch.as_tensor(sizes, dtype=torch.float64)
+    if sizes.dim() != 1 or sizes.numel() == 0 or bool((sizes < 0).any()) or float(sizes.sum()) <= 0:
+        raise ConfigError(f"client sizes must be a non-empty vector of non-negative counts with a positive sum, got {sizes.tolist()}")
+    return sizes / sizes.sum()
+
+
+def mix(params: Params, weights: Tensor, num_seeds: int, num_clients: int,
+        keys: Sequence[str] | None = None) -> Params:
+    """Personalized aggregation: receiver ``i`` of seed ``s`` gets ``Σ_j W[s, i, j] θ_{s, j}``.
+
+    ``params`` is batched ``[S*K, ...]``; ``weights`` is ``[S, R, K]`` (or ``[R, K]``, shared by
+    every seed). Returns batched ``[S*R, ...]`` for ``keys`` (default: every key).
+    """
+    w = torch.as_tensor(weights)
+    if w.dim() == 2:
+        w = w.expand(num_seeds, *w.shape)
+    if w.dim() != 3 or w.shape[0] != num_seeds or w.shape[2] != num_clients:
+        raise ConfigError(f"mixing weights must be [S={num_seeds}, R, K={num_clients}], got {tuple(w.shape)}")
+    out = {}
+    for key in (keys if keys is not None else list(params)):
+        v = per_seed(params[key], num_seeds, num_clients)
+        flat = v.reshape(num_seeds, num_clients, -1)
+        mixed = torch.einsum("srk,skd->srd", w.to(flat.dtype), flat)
+        out[key] = mixed.reshape(num_seeds * w.shape[1], *v.shape[2:])
+    return out
+
+
+def broadcast(global_params: Params, num_seeds: int, num_clients: int) -> Params:
+    """Per-seed global models ``[S, ...]`` → one copy per receiver ``[S*K, ...]``."""
+    return {k: v.repeat_interleave(num_clients, dim=0) for k, v in global_params.items()}
+
+
+def nbytes(tensors) -> int:
+    """Dense float32 bytes of a tensor collection (dict values / list / single tensor)."""
+    if isinstance(tensors, Tensor):
+        return 4 * int(tensors.numel())
+    if isinstance(tensors, dict):
+        tensors = list(tensors.values())
+    return sum(nbytes(t) for t in tensors)
+
+
+# ----------------------------------------------------------------------------- context
+
+
+@dataclass
+class FedContext:
+    """Everything a hook may read: the federation, seeds, round, and method state.
+
+    ``state`` persists across rounds (server optimizer moments, prototypes, previous local
+    models …); ``start`` is the batched model every client started the current round from.
+    """
+
+    fg: FederatedGraph
+    seeds: tuple[int, ...]
+    config: TrainConfig
+    rounds: int
+    device: torch.device
+    init: list[Params]
+    round: int = 0
+    start: Params | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_clients(self) -> int:
+        return self.fg.num_clients
+
+    @property
+    def num_seeds(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def num_models(self) -> int:
+        return self.num_seeds * self.num_clients
+
+    @property
+    def client_of(self) -> list[int]:
+        return [k for _ in self.seeds for k in range(self.num_clients)]
+
+    @property
+    def sizes(self) -> Tensor:
+        """Client sizes = number of nodes of each client subgraph (OpenFGL ``num_samples``)."""
+        return torch.tensor([c.num_nodes for c in self.fg.clients], dtype=torch.float64)
+
+    @property
+    def train_sizes(self) -> Tensor:
+        return torch.tensor([int(c.train_mask.sum()) for c in self.fg.clients], dtype=torch.float64)
+
+    def seed_index(self, b: int) -> int:
+        return int(b) // self.num_clients
+
+    def view(self, t: Tensor) -> Tensor:
+        return per_seed(t, self.num_seeds, self.num_clients)
+
+
+# ----------------------------------------------------------------------------- the mechanism
+
+
+def federated_method(cls):
+    """Class decorator: register a :class:`FederatedMethod` subclass under ``cls.name`` (and
+    ``cls.aliases``) in :data:`pace_nb.methods.registry.METHODS`."""
+    register_method(cls.name, cls, aliases=cls.aliases, description=f"{cls.label}: {cls.paper}", label=cls.label)
+    return cls
+
+
+def make_method(name: str, **hyperparameters) -> "FederatedMethod":
+    """A configured baseline; an unknown name raises ``UnknownNameError`` listing the valid ones."""
+    obj = METHODS[name]
+    if not (isinstance(obj, type) and issubclass(obj, FederatedMethod)):
+        raise ConfigError(f"{name!r} is not a federated baseline (a FederatedMethod)")
+    return obj(**hyperparameters)
+
+
+class FederatedMethod:
+    """Base class: FedAvg-shaped defaults for every hook. Subclasses set ``name``/``label``/
+    ``paper``, declare hyperparameters in a frozen dataclass ``Config`` (paper defaults), and
+    override only the hooks that differ."""
+
+    name: ClassVar[str] = ""
+    aliases: ClassVar[tuple[str, ...]] = ()
+    label: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    personalized: ClassVar[bool] = False
+    #: Params keys the server aggregates (others stay with their client).
+    shared_keys: ClassVar[tuple[str, ...]] = WEIGHT_KEYS
+
+    @dataclass(frozen=True)
+    class Config:
+        pass
+
+    def __init__(self, **hyper):
+        fields = {f.name for f in dataclasses.fields(self.Config)}
+        unknown = sorted(set(hyper) - fields)
+        if unknown:
+            raise ConfigError(f"{self.name}: unknown parameter(s) {unknown}; valid: {sorted(fields) or 'none'}")
+        for k, v in hyper.items():
+            if v is None:
+                raise ConfigError(f"{self.name}: parameter {k!r} is required (got None)")
+        self.cfg = self.Config(**hyper)
+        self.validate()
+
+    def validate(self) -> None:
+        """Check hyperparameters; raise :class:`ConfigError` naming the bad one."""
+
+    def _require(self, name: str, ok: bool, what: str) -> None:
+        if not ok:
+            raise ConfigError(f"{self.name}: parameter {name!r} must be {what}, got {getattr(self.cfg, name)!r}")
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return dataclasses.asdict(self.cfg)
+
+    @classmethod
+    def run_method(cls, fg, local, *, seeds=None, device="auto", progress: bool = True, local_logits=None,
+                   train_config=None, rounds: int = 1, local_epochs: int | None = None, **params):
+        """The protocol entry (:mod:`pace_nb.methods.protocol`): train R rounds and evaluate
+        native and +CNLL rows; hyperparameters not in :attr:`Config` are ignored."""
+        known = {f.name for f in dataclasses.fields(cls.Config)}
+        method = cls(**{k: v for k, v in params.items() if k in known})
+        config = train_config or TrainConfig()
+        seeds = tuple(local.seeds) if seeds is None else tuple(int(s) for s in seeds)
+        if local is None or tuple(local.seeds) != seeds:
+            from pace_nb.nn.training import train_local
+
+            local = train_local(fg, seeds, config, device=device, progress=progress)
+            local_logits = None
+        fed = train_federated(fg, method, rounds, local_epochs, seeds, config=config, local=local, device=device,
+                              progress=progress)
+        return evaluate_run(fg, fed, local, local_logits=local_logits)
+
+    # -- hooks --------------------------------------------------------------------------
+    def prepare(self, ctx: FedContext) -> None:
+        """Once, before round 1: precompute per-client statistics (e.g. FedTAD's reliability)."""
+
+    def start_models(self, ctx: FedContext, start: Params) -> Params:
+        """Round-1 start models from W0 (batched): add method-specific keys (masks, aux)."""
+        return start
+
+    def plain_local(self, ctx: FedContext) -> bool:
+        """True when this round's local objective is plain CE (then Local models are reusable)."""
+        return type(self).local_loss is FederatedMethod.local_loss
+
+    def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor | None:
+        """Extra loss terms of the local objective, SUMMED over the step's models (the trainer
+        sums per-model CE, so each model keeps its solo gradient)."""
+        return None
+
+    def upload(self, ctx: FedContext, trained: Params) -> dict[str, Any]:
+        """Statistics each client sends beside its model (leading axis S*K)."""
+        return {}
+
+    def aggregate(self, ctx: FedContext, trained: Params, stats: dict[str, Any]) -> Params:
+        """Server rule → batched per-receiver Params [S*K]. Default: FedAvg."""
+        w = size_weights(ctx.sizes).unsqueeze(0).expand(ctx.num_clients, -1)
+        return self.with_private(ctx, mix(trained, w, ctx.num_seeds, ctx.num_clients, self.shared_keys), trained)
+
+    def deployed(self, ctx: FedContext, returned: Params) -> Params:
+        """The model a receiver evaluates (eval-mode transformation of the returned model)."""
+        return returned
+
+    def next_start(self, ctx: FedContext, returned: Params, trained: Params) -> Params:
+        """Start models of the next round's local phase."""
+        return returned
+
+    def after_round(self, ctx: FedContext, trained: Params, returned: Params) -> None:
+        """Bookkeeping at the end of a round (e.g. MOON keeps the previous local models)."""
+
+    # -- helpers ------------------------------------------------------------------------
+    def with_private(self, ctx: FedContext, shared: Params, trained: Params) -> Params:
+        """Returned Params = aggregated shared keys + each receiver's own private keys."""
+        out = dict(shared)
+        for k, v in trained.items():
+            if k not in out:
+                out[k] = v.clone()
+        return out
+
+    def upload_bytes(self, ctx: FedContext, trained: Params, stats: dict[str, Any]) -> list[int]:
+        """Dense float32 bytes each client uploads (shared model keys + statistics)."""
+        per_model = sum(4 * int(trained[k][0].numel()) for k in self.shared_keys if k in trained)
+        extra = [0] * ctx.num_clients
+        for v in stats.values():
+            if isinstance(v, Tensor) and v.dim() >= 1 and v.shape[0] == ctx.num_models:
+                for k in range(ctx.num_clients):
+                    extra[k] += 4 * int(v[k].numel())
+        return [per_model + e for e in extra]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.cfg})"
+
+
+# ----------------------------------------------------------------------------- driver
+
+
+@dataclass
+class FederatedRun:
+    """Result of :func:`train_federated` (batched Params, seed-major ``b = s*K + k``, CPU)."""
+
+    method: str
+    seeds: tuple[int, ...]
+    num_clients: int
+    rounds: int
+    local_epochs: int
+    returned: Params  # what each receiver deploys after the last round
+    trained: Params  # the client models of the last local phase (uploads)
+    bytes_up: list[int]
+    bytes_down: list[int]
+    seconds: float
+    params: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def model(self, s: int, k: int) -> Params:
+        """Deployed Params of client ``k`` under the ``s``-th seed."""
+        if not (0 <= s < len(self.seeds) and 0 <= k < self.num_clients):
+            raise ConfigError(f"no model (seed #{s}, client {k}); {len(self.seeds)} seeds × {self.num_clients} clients")
+        return {n: v[s * self.num_clients + k] for n, v in self.returned.items()}
+
+    def models(self) -> list[list[Params]]:
+        """``[seed][client]`` deployed Params."""
+        return [[self.model(s, k) for k in range(self.num_clients)] for s in range(len(self.seeds))]
+
+
+def round_model_seed(run_seed: int, client: int, rnd: int) -> int:
+    """Dropout seed of model (seed, client) in round ``rnd`` (round 0 = Local's seed)."""
+    base = model_seed(run_seed, client)
+    return base if rnd == 0 else (base + 1_000_000_007 * int(rnd)) % (2**63 - 1)
+
+
+def _reusable(local: LocalModels | None, fg: FederatedGraph, seeds, config: TrainConfig) -> bool:
+    return (local is not None and tuple(local.seeds) == tuple(seeds) and local.num_clients == fg.num_clients
+            and local.config == config)
+
+
+def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: int = 1,
+                    local_epochs: int | None = None, seeds: Sequence[int] = PAPER_SEEDS, *,
+                    config: TrainConfig = TrainConfig(), local: LocalModels | None = None,
+                    device="auto", progress: bool = True, max_batch: int | None = None,
+                    method_params: dict | None = None) -> FederatedRun:
+    """Run ``rounds`` rounds of ``method`` and return the per-receiver models.
+
+    ``local_epochs`` defaults to ``config.epochs`` (100) for one round and 3 per round when
+    ``rounds > 1``. ``local`` (matched Local models) lets plain-CE methods skip round-1 training.
+    """
+
+    if isinstance(method, str):
+        method = make_method(method, **(method_params or {}))
+    elif method_params:
+        raise ConfigError("method_params only applies when the method is given by name")
+    if int(rounds) < 1:
+        raise ConfigError(f"rounds must be >= 1, got {rounds}")
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ConfigError("train_federated needs at least one seed")
+    if local_epochs is None:
+        local_epochs = config.epochs if rounds == 1 else 3
+    if int(local_epochs) < 1:
+        raise ConfigError(f"local_epochs must be >= 1, got {local_epochs}")
+    rconf = dataclasses.replace(config, epochs=int(local_epochs))
+    dev = resolve_device(device)
+    k_n = fg.num_clients
+    w0 = [init_params(fg.num_features, fg.num_classes, rconf.hidden, s) for s in seeds]
+    ctx = FedContext(fg=fg, seeds=seeds, config=rconf, rounds=int(rounds), device=dev, init=w0)
+    t0 = time.perf_counter()
+    method.prepare(ctx)
+    start = method.start_models(ctx, stack_params([w for w in w0 for _ in range(k_n)]))
+    reuse = _reusable(local, fg, seeds, rconf)
+    bar = _progress(range(int(rounds)), progress and rounds > 1, desc=f"{method.name} rounds")
+    history = []
+    for r in bar:
+        ctx.round, ctx.start = r, start
+        if r == 0 and reuse and method.plain_local(ctx) and set(start) == set(WEIGHT_KEYS):
+            trained = {k: v.clone() for k, v in local.params.items()}
+        else:
+            mseeds = [round_model_seed(s, k, r) for s in seeds for k in range(k_n)]
+            hook = None if method.plain_local(ctx) else (lambda step: method.local_loss(step, ctx))
+            trained, _ = train_models(fg.clients, start, mseeds, ctx.client_of, rconf, extra_loss=hook,
+                                      device=dev, progress=progress and rounds == 1, max_batch=max_batch)
+        stats = method.upload(ctx, trained)
+        returned = method.aggregate(ctx, trained, stats)
+        method.after_round(ctx, trained, returned)
+        start = method.next_start(ctx, returned, trained)
+        history.append({"round": r + 1, "seconds": time.perf_counter() - t0})
+    deployed = {k: v.detach().cpu() for k, v in method.deployed(ctx, returned).items()}
+    up = method.upload_bytes(ctx, trained, stats)
+    down = [sum(4 * int(deployed[k][0].numel()) for k in method.shared_keys if k in deployed)] * k_n
+    return FederatedRun(method=method.name, seeds=seeds, num_clients=k_n, rounds=int(rounds),
+                        local_epochs=int(local_epochs), returned=deployed,
+                        trained={k: v.detach().cpu() for k, v in trained.items()},
+                        bytes_up=[int(rounds) * b for b in up], bytes_down=[int(rounds) * b for b in down],
+                        seconds=time.perf_counter() - t0,
+                        params={"method": method.name, "rounds": int(rounds), "local_epochs": int(local_epochs),
+                                **method.hyperparameters()},
+                        history=history)
+
+
+def evaluate_run(fg: FederatedGraph, run: FederatedRun, local: LocalModels, *, variants=("native", "cnll"),
+                 device="cpu", local_logits: dict[int, list[Tensor]] | None = None) -> list[dict[str, Any]]:
+    """Result rows of a run: ``"native"`` (the returned model) and ``"cnll"`` (receiver-local
+    CNLL between the receiver's Local logits and the returned model's logits, on its
+    validation nodes). Uses :func:`pace_nb.methods.evaluation.evaluate_method`; ``local_logits[s]``
+    (eval-mode Local logits of seed position ``s``) is used when given."""
+    from pace_nb.methods.evaluation import evaluate_method
+    from pace_nb.nn.gcn import num_params_bytes
+    from pace_nb.nn.training import batched_logits
+
+    if tuple(local.seeds) != tuple(run.seeds) or local.num_clients != run.num_clients:
+        raise ConfigError("Local models and the federated run must share seeds and clients")
+    bad = sorted(set(variants) - {"native", "cnll"})
+    if bad:
+        raise ConfigError(f"unknown variant(s) {bad}; valid: native, cnll")
+    k_n = run.num_clients
+    dense = num_params_bytes({k: v[0] for k, v in local.params.items() if k in WEIGHT_KEYS})
+    rows = []
+    for s, seed in enumerate(run.seeds):
+        idx = list(range(s * k_n, (s + 1) * k_n))
+        lp = {k: v[idx] for k, v in local.params.items()}
+        rp = {k: v[idx] for k, v in run.returned.items()}
+        z_local = (local_logits[s] if local_logits is not None and s in local_logits
+                   else batched_logits(lp, fg.clients, list(range(k_n)), device=device))
+        z_ext = batched_logits(rp, fg.clients, list(range(k_n)), device=device)
+        for variant in variants:
+            rows += evaluate_method(
+                fg, z_local, z_ext, alpha=None if variant == "native" else "cnll", seed=seed,
+                method=run.method, variant=variant, bytes_up=run.bytes_up, bytes_down=run.bytes_down,
+                dense_bytes=dense, seconds=run.seconds / len(run.seeds), params=run.params)
+    return rows
+
+
+def run_federated(fg: FederatedGraph, method: FederatedMethod | str, seeds: Sequence[int] = PAPER_SEEDS,
+                  rounds: int = 1, local_epochs: int | None = None, *, config: TrainConfig = TrainConfig(),
+                  local: LocalModels | None = None, device="auto", progress: bool = True,
+                  method_params: dict | None = None, variants=("native", "cnll")) -> list[dict[str, Any]]:
+    """Train (:func:`train_federated`) and evaluate (:func:`evaluate_run`) one method: native
+    and +CNLL rows for every seed × receiver plus pooled rows. Local models (for CNLL) are
+    trained with :func:`pace_nb.nn.training.train_local` unless given."""
+    from pace_nb.nn.training import train_local
+
+    seeds = tuple(int(s) for s in seeds)
+    if local is None:
+        local = train_local(fg, seeds, config, device=device, progress=progress)
+    run = train_federated(fg, method, rounds, local_epochs, seeds, config=config, local=local, device=device,
+                          progress=progress, method_params=method_params)
+    return evaluate_run(fg, run, local, variants=variants)

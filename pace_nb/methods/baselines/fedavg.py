@@ -1,0 +1,45 @@
+"""FedAvg (McMahan et al., AISTATS 2017): size-weighted parameter mean.
+
+One-round adaptation (PACE Table 1): every client trains its Local model (100 epochs from the
+shared W0 — the Local models themselves are reused), uploads it once; the server returns
+``θ = Σ_k n_k θ_k / Σ_k n_k`` to every receiver; no post-return training. ``n_k`` = number of
+nodes of client k's subgraph (OpenFGL's ``num_samples``; ``weighting="train"`` uses the number
+of training nodes instead).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from pace_nb.methods.baselines.base import FedContext, FederatedMethod, federated_method, mix, size_weights
+
+WEIGHTINGS = ("nodes", "train")
+
+
+def client_sizes(ctx: FedContext, weighting: str) -> Tensor:
+    """``n_k`` per client: subgraph nodes (default) or training nodes."""
+    return ctx.sizes if weighting == "nodes" else ctx.train_sizes
+
+
+@federated_method
+class FedAvg(FederatedMethod):
+    """FedAvg: ``θ = Σ_k (n_k/n) θ_k`` for every receiver."""
+
+    name = "fedavg"
+    label = "FedAvg"
+    paper = "McMahan et al. 2017, Communication-efficient learning of deep networks from decentralized data"
+
+    @dataclass(frozen=True)
+    class Config:
+        weighting: str = "nodes"
+
+    def validate(self) -> None:
+        self._require("weighting", self.cfg.weighting in WEIGHTINGS, f"one of {WEIGHTINGS}")
+
+    def weights(self, ctx: FedContext) -> Tensor:
+        return size_weights(client_sizes(ctx, self.cfg.weighting))
+
+    def aggregate(self, ctx, trained, stats):
+        w = self.weights(ctx).unsqueeze(0).expand(ctx.num_clients, -1)
+        return self.with_private(ctx, mix(trained, w, ctx.num_seeds, ctx.num_clients, self.shared_keys), trained)

@@ -1,0 +1,36 @@
+"""Local: every client's own GCN, no collaboration (PACE §4, the reference every method is paired with)."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Sequence
+
+import pandas as pd
+
+from pace_nb.core.errors import ConfigError
+from pace_nb.methods.evaluation import evaluate_method
+from pace_nb.methods.registry import register_method
+
+
+def seed_positions(local, seeds: Sequence[int] | None) -> list[int]:
+    """Positions in ``local.seeds`` of the requested run seeds (all when ``None``)."""
+    if seeds is None:
+        return list(range(len(local.seeds)))
+    missing = [s for s in seeds if int(s) not in local.seeds]
+    if missing:
+        raise ConfigError(f"seeds {missing} have no trained Local models (trained: {list(local.seeds)})")
+    return [local.seeds.index(int(s)) for s in seeds]
+
+
+@register_method("local", description="independent Local training, no collaboration", label="Local")
+def run_local(fg, local, *, seeds: Sequence[int] | None = None, device="auto", progress: bool = True,
+              local_logits: dict | None = None, **_: Any) -> pd.DataFrame:
+    """Rows of the Local models themselves (method "local", variant "native")."""
+    from pace_nb.nn.training import client_logits
+
+    rows: list[dict] = []
+    for s in seed_positions(local, seeds):
+        z_l = (local_logits or {}).get(s) or [client_logits(local.model(s, i), c, device=device)
+                                              for i, c in enumerate(fg.clients)]
+        rows.extend(evaluate_method(fg, z_l, seed=local.seeds[s], method="local", variant="native", rank=0,
+                                    params={"train": asdict(local.config)}))
+    return pd.DataFrame(rows)

@@ -1,0 +1,206 @@
+"""The PACE protocol (paper §3, Fig. 2) and its Table 2 / Table 5 variants.
+
+Per run seed, with the shared initialization ``W0`` and Local models ``W_L`` of K clients:
+
+1. **upload** (client i): ``Δ_i = W_L − W0``; carriers ``Δ̄_i = P_r(Δ_i)`` (Eq. 2) and the
+   per-layer sketches ``c_i`` (Eq. 4–5), serialized to bytes (:mod:`pace_nb.methods.pace.lowrank`);
+2. **server**: parses the K uploads, forms the consensus ``Δ^C`` (Eq. 6–7) and the
+   per-receiver return ``Γ̂_i = P_r(Δ^C − Δ̄_i)`` (Eq. 8), serialized to bytes;
+3. **receiver**: parses its return, ``W_E = W_L + Γ̂_i`` (Eq. 9) and picks α by CNLL (Eq. 10).
+
+The server works only on what was sent: the parsed float32 messages. Byte counts are the
+lengths of those messages; ratios are relative to the dense float32 model bytes.
+
+Variants (Table 2): ``full`` (PACE), ``transport`` (α = 1), ``fixed0.5`` (α = 0.5), ``mean``
+(plain average + CNLL; no sketch is uploaded), ``raw`` (raw-activation sketch + CNLL),
+``direct`` (receiver gets ``W0 + P_r(Δ^C)`` + CNLL). Rank study (Table 5): any ``rank ≥ 1``,
+``rank = 0`` is the dense control. Variants that share a transport share its computation;
+all share the same Local models (trained once).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal, Sequence
+
+import pandas as pd
+import torch
+
+from pace_nb.methods.pace import lowrank
+from pace_nb.core.config import progress as _progress
+from pace_nb.core.errors import ConfigError, unknown
+from pace_nb.methods.evaluation import evaluate_method
+from pace_nb.methods.local import seed_positions
+from pace_nb.methods.registry import register_method
+from pace_nb.methods.pace.lowrank import Params
+from pace_nb.methods.pace.sketch import SketchConfig, client_sketches
+from pace_nb.methods.pace.transport import TransportConfig, external_params, server_returns
+
+EPS = 1e-12
+DELTA, SKETCH = "delta/", "sketch/"
+
+
+@dataclass(frozen=True)
+class PaceConfig:
+    """PACE hyperparameters (paper defaults). ``rank = 0`` → dense carriers (Table 5 "Dense");
+    ``alpha``: "cnll" or a fixed coefficient in [0, 1]."""
+
+    rank: int = 6
+    eps: float = EPS
+    consensus: Literal["regmean", "mean"] = "regmean"
+    sketch: Literal["propagated", "raw"] = "propagated"
+    ret: Literal["correction", "direct"] = "correction"
+    alpha: str | float = "cnll"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 0:
+            raise ConfigError(f"PACE rank must be an integer >= 1, or 0 for dense carriers; got {self.rank!r}")
+        if isinstance(self.alpha, str):
+            if self.alpha != "cnll":
+                raise ConfigError(f"PACE alpha must be 'cnll' or a number in [0, 1], got {self.alpha!r}")
+        elif not 0.0 <= float(self.alpha) <= 1.0:
+            raise ConfigError(f"PACE alpha must lie in [0, 1], got {self.alpha}")
+        self.transport_config  # validates consensus / ret / eps
+        self.sketch_config  # validates sketch kind
+
+    @property
+    def carrier_rank(self) -> int | None:
+        """Rank passed to :mod:`lowrank` (None = dense)."""
+        return None if self.rank == 0 else self.rank
+
+    @property
+    def transport_config(self) -> TransportConfig:
+        return TransportConfig(consensus=self.consensus, ret=self.ret, eps=self.eps)
+
+    @property
+    def sketch_config(self) -> SketchConfig:
+        return SketchConfig(kind=self.sketch, eps=self.eps)
+
+    @property
+    def uses_sketch(self) -> bool:
+        return self.consensus == "regmean"
+
+    def transport_key(self) -> tuple:
+        """Variants with equal keys share uploads, server and External models."""
+        return (self.rank, self.eps, self.consensus, self.sketch if self.uses_sketch else None, self.ret)
+
+
+#: Table 2 variants as overrides of the default (full PACE) configuration.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "full": {},
+    "transport": {"alpha": 1.0},
+    "fixed0.5": {"alpha": 0.5},
+    "mean": {"consensus": "mean"},
+    "raw": {"sketch": "raw"},
+    "direct": {"ret": "direct"},
+}
+
+
+def variant_config(name: str, rank: int = 6, base: PaceConfig | None = None) -> PaceConfig:
+    """The :class:`PaceConfig` of a named Table 2 variant at ``rank``."""
+    if name not in VARIANTS:
+        raise unknown("PACE variant", name, VARIANTS)
+    return replace(base or PaceConfig(), rank=int(rank), **VARIANTS[name])
+
+
+# ----------------------------------------------------------------------------- protocol
+def upload(local: Params, init: Params, client, config: PaceConfig = PaceConfig()) -> bytes:
+    """Client message: carriers of ``Δ = W_L − W0`` (Eq. 2) + sketches (Eq. 4–5), as bytes."""
+    delta = {n: (local[n] - init[n]).detach().cpu().float() for n in init}
+    msg = {DELTA + n: c for n, c in lowrank.compress(delta, config.carrier_rank).items()}
+    if config.uses_sketch:
+        from pace_nb.nn.gcn import propagation_matrix
+
+        prop = propagation_matrix(client.edge_index, client.num_nodes)
+        x = client.x.to_dense() if client.x.is_sparse else client.x
+        sk = client_sketches({n: v.detach().cpu().float() for n, v in local.items()}, x.float(), prop,
+                             client.train_mask, config.sketch_config)
+        msg.update(lowrank.dense_carriers({SKETCH + n: v for n, v in sk.items()}))
+    return lowrank.serialize(msg)
+
+
+def _split(msg: dict[str, lowrank.Carrier]) -> tuple[Params, Params]:
+    deltas = {n[len(DELTA):]: c.reconstruct() for n, c in msg.items() if n.startswith(DELTA)}
+    sketches = {n[len(SKETCH):]: c.reconstruct() for n, c in msg.items() if n.startswith(SKETCH)}
+    return deltas, sketches
+
+
+def server(uploads: Sequence[bytes], config: PaceConfig = PaceConfig()) -> list[bytes]:
+    """Server: parse the K uploads, consensus (Eq. 6–7), per-receiver returns (Eq. 8) as bytes."""
+    parsed = [_split(lowrank.deserialize(u)) for u in uploads]
+    names = list(parsed[0][0])
+    deltas = {n: torch.stack([p[0][n] for p in parsed]) for n in names}
+    sketches = ({n: torch.stack([p[1][n] for p in parsed]) for n in parsed[0][1]}
+                if config.uses_sketch else None)
+    ret = server_returns(deltas, sketches, config.carrier_rank, config.transport_config)
+    return [lowrank.serialize(lowrank.unbatch(ret, i)) for i in range(len(uploads))]
+
+
+def receive(local: Params, init: Params, message: bytes, config: PaceConfig = PaceConfig()) -> Params:
+    """Receiver: ``W_E = W_L + Γ̂_i`` (Eq. 9), or ``W0 + P_r(Δ^C)`` for the direct return."""
+    returned = lowrank.reconstruct(lowrank.deserialize(message))
+    dev = next(iter(local.values())).device
+    returned = {n: v.to(dev) for n, v in returned.items()}
+    return external_params(local, init, returned, config.ret)
+
+
+@dataclass
+class SeedTransport:
+    """One seed's transport outcome: External Params and message sizes per receiver."""
+
+    external: list[Params]
+    bytes_up: list[int]
+    bytes_down: list[int]
+    dense_bytes: int
+    seconds: float
+
+
+def transport_seed(fg, local: Sequence[Params], init: Params, config: PaceConfig = PaceConfig()) -> SeedTransport:
+    """Steps 1–3 (without calibration) for the K clients of one seed."""
+    t0 = time.perf_counter()
+    ups = [upload(local[i], init, c, config) for i, c in enumerate(fg.clients)]
+    downs = server(ups, config)
+    ext = [receive(local[i], init, downs[i], config) for i in range(len(local))]
+    return SeedTransport(ext, [len(u) for u in ups], [len(d) for d in downs],
+                         lowrank.dense_model_bytes(init), time.perf_counter() - t0)
+
+
+@register_method("pace", description="PACE: rank-r RegMean correction + CNLL (variants, ranks)",
+                 defaults={"variants": ("full",), "ranks": (6,)}, label="PACE (Ours)")
+def run_pace(fg, local, *, seeds: Sequence[int] | None = None, device="auto", progress: bool = True,
+             variants: Sequence[str] = ("full",), ranks: Sequence[int] = (6,),
+             base: PaceConfig | None = None, local_logits: dict | None = None, **_: Any) -> pd.DataFrame:
+    """PACE rows for every seed × rank × variant, sharing ``local`` (LocalModels).
+
+    ``local_logits`` (optional cache ``{seed_position: [z_L per client]}``) avoids recomputing
+    Local logits when several methods run on the same Local models.
+    """
+    from pace_nb.nn.training import client_logits
+
+    configs = [(v, variant_config(v, r, base)) for r in ranks for v in variants]
+    seed_pos = seed_positions(local, seeds)
+    rows: list[dict] = []
+    k = fg.num_clients
+    for s in _progress(seed_pos, progress, desc="PACE seeds"):
+        seed = local.seeds[s]
+        w_l = [local.model(s, i) for i in range(k)]
+        init = local.init[s]
+        z_l = (local_logits or {}).get(s) or [client_logits(w_l[i], c, device=device) for i, c in enumerate(fg.clients)]
+        groups: dict[tuple, SeedTransport] = {}
+        ext_logits: dict[tuple, list] = {}
+        for name, cfg in configs:
+            key = cfg.transport_key()
+            if key not in groups:
+                groups[key] = transport_seed(fg, w_l, init, cfg)
+                ext_logits[key] = [client_logits(p, c, device=device) for p, c in zip(groups[key].external, fg.clients)]
+            tr = groups[key]
+            t0 = time.perf_counter()
+            alpha = cfg.alpha if isinstance(cfg.alpha, str) else float(cfg.alpha)
+            out = evaluate_method(
+                fg, z_l, ext_logits[key], alpha, seed=seed, method="pace", variant=name, rank=cfg.rank,
+                bytes_up=tr.bytes_up, bytes_down=tr.bytes_down, dense_bytes=tr.dense_bytes,
+                params={"pace": asdict(cfg), "train": asdict(local.config)})
+            for row in out:
+                row["seconds"] = tr.seconds + time.perf_counter() - t0
+            rows.extend(out)
+    return pd.DataFrame(rows)

@@ -1,0 +1,139 @@
+"""Method registry and the one-shot protocol runner (DESIGN §2, §5, §6).
+
+A *method* is a function
+
+    fn(fg: FederatedGraph, local: LocalModels | None, *, seeds: Sequence[int], device,
+       progress: bool, local_logits: dict[int, list[Tensor]], **params) -> pandas.DataFrame
+
+returning result rows (schema of docs/ARCHITECTURE.md, built with
+:func:`pace_nb.methods.evaluation.make_row` / :func:`pace_nb.methods.evaluation.evaluate_method`) for every
+seed in ``seeds``: pooled rows (``receiver = -1``) and per-receiver rows. ``local`` holds the
+Local models trained ONCE per :func:`run_protocol` call with the shared ``train_config``
+(``None`` when no registered method needs them); ``local_logits[s]`` caches the eval-mode
+Local logits (one ``[n_i, C]`` tensor per client) of seed position ``s`` in ``local.seeds``.
+Baselines return their native rows (``variant="native"``) and, where meaningful, "+CNLL" rows
+(``variant="cnll"``, :func:`evaluate_method` with ``alpha="cnll"`` against the Local logits).
+Methods accept and ignore unknown ``**params``. Register with :func:`register_method`;
+``pace_nb.methods.baselines`` is imported lazily on the first lookup so that it can register itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from pace_nb.core.config import PAPER_SEEDS, DATA_SEED
+from pace_nb.core.errors import ConfigError
+from pace_nb.core.schema import COLUMNS
+from pace_nb.methods.registry import METHODS, register_method, runner  # noqa: F401 (re-exported)
+
+MethodFn = Callable[..., pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A registered method, resolved: ``fn`` has the protocol signature; ``needs`` lists shared
+    inputs ("local": the trained Local models)."""
+
+    name: str
+    fn: MethodFn
+    needs: tuple[str, ...] = ("local",)
+    description: str = ""
+    defaults: dict = field(default_factory=dict)
+
+
+def available_methods() -> list[str]:
+    """Names of every registered method."""
+    return sorted(METHODS.names())
+
+
+def get_method(name: str) -> MethodSpec:
+    """The registered method ``name``; :class:`UnknownNameError` listing the valid ones."""
+    entry = METHODS.get(name)
+    meta = entry.meta
+    return MethodSpec(entry.name, runner(entry), tuple(meta.get("needs", ("local",))), meta.get("description", ""),
+                      dict(meta.get("defaults", {})))
+
+
+def local_logits(fg, local, device="auto") -> dict[int, list]:
+    """Eval-mode Local logits ``{seed position: [z_L per client]}`` of trained ``local`` models."""
+    from pace_nb.nn.training import batched_logits
+
+    k = fg.num_clients
+    flat = batched_logits(local.params, fg.clients, [i for _ in local.seeds for i in range(k)], device=device)
+    return {s: flat[s * k:(s + 1) * k] for s in range(len(local.seeds))}
+
+
+def run_protocol(
+    dataset,
+    *,
+    partition: str = "louvain",
+    num_clients: int = 10,
+    seeds: Sequence[int] = PAPER_SEEDS,
+    methods: Sequence[str] = ("local", "pace"),
+    method_params: dict[str, dict] | None = None,
+    data_seed: int = DATA_SEED,
+    data_root=None,
+    device="auto",
+    progress: bool = True,
+    train_config=None,
+    beta: float | None = None,
+    local=None,
+) -> pd.DataFrame:
+    """Run the one-shot protocol(s) on a dataset name or a ready ``FederatedGraph``.
+
+    Builds the federation (``partition``, ``num_clients``, ``data_seed``, ``beta`` for
+    Dirichlet), trains the Local models once for all ``seeds`` — or reuses ``local``
+    (:class:`~pace_nb.nn.training.LocalModels` trained on the same federation for these seeds) —
+    and hands them to every method. ``method_params[name]`` goes to method ``name`` (e.g.
+    ``{"pace": {"variants": ("full", "transport"), "ranks": (2, 6)}}``).
+    Returns the result rows (DataFrame; percent scores).
+    """
+    from pace_nb.nn.training import TrainConfig, train_local
+
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ConfigError("run_protocol needs at least one seed")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"duplicate seeds in {list(seeds)}")
+    specs = [get_method(m) for m in methods]
+    if not specs:
+        raise ConfigError("run_protocol needs at least one method")
+    if len({s.name for s in specs}) != len(specs):
+        raise ConfigError(f"duplicate methods in {list(methods)}")
+    params = {METHODS.key(k): dict(v) for k, v in (method_params or {}).items()}
+    for r in params.get("pace", {}).get("ranks", ()):
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
+            raise ConfigError(f"ranks must be integers >= 1 (0 = dense), got {r!r}")
+    if isinstance(dataset, str):
+        from pace_nb.data.federation import build_federated
+
+        kw = {"beta": beta} if beta is not None else {}
+        fg = build_federated(dataset, scheme=partition, num_clients=num_clients, seed=data_seed,
+                             data_root=data_root, **kw)
+    else:
+        fg = dataset
+    train_config = train_config or (local.config if local is not None else TrainConfig())
+    logits = None
+    if local is not None:
+        if tuple(local.seeds) != seeds:
+            raise ConfigError(f"the given Local models were trained for seeds {list(local.seeds)}, not {list(seeds)}")
+        if local.config != train_config:
+            raise ConfigError("the given Local models were trained with another train_config")
+        logits = local_logits(fg, local, device)
+    elif any("local" in s.needs for s in specs):
+        local = train_local(fg, seeds, train_config, device=device, progress=progress)
+        logits = local_logits(fg, local, device)
+    frames = []
+    for spec in specs:
+        kw = {**spec.defaults, **params.get(spec.name, {})}
+        out = spec.fn(fg, local, seeds=seeds, device=device, progress=progress, local_logits=logits,
+                      train_config=train_config, **kw)
+        frames.append(pd.DataFrame(out))
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    missing = [c for c in COLUMNS if c not in rows.columns]
+    if missing:
+        raise ConfigError(f"method rows lack column(s) {missing}; build them with evaluation.make_row")
+    return rows[list(COLUMNS) + [c for c in rows.columns if c not in COLUMNS]]

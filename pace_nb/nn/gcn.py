@@ -1,0 +1,277 @@
+"""GCN parameters as plain tensor dicts (DESIGN §5 "Local").
+
+A model is a ``dict[str, Tensor]`` ("Params") in PyG ``GCNConv`` layout:
+``conv1.weight [H, F]``, ``conv1.bias [H]``, ``conv2.weight [C, H]``, ``conv2.bias [C]``,
+optionally ``conv1.mask`` / ``conv2.mask`` (same shape as the weight; the effective weight
+is ``weight * mask``, FedPub's masked GCN). A *batched* Params has a leading model axis B.
+
+The forward pass is Kipf & Welling's 2-layer GCN with PyG semantics:
+``h = relu(P X W1ᵀ + b1)``, dropout on ``h`` while training, ``z = P h W2ᵀ + b2`` with
+``P = D^-1/2 (A + I) D^-1/2`` (:func:`propagation_matrix`, PyG's ``gcn_norm``).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from pace_nb.core.errors import ConfigError
+
+Params = dict[str, Tensor]
+
+#: Keys every GCN Params holds (masks are optional).
+WEIGHT_KEYS: tuple[str, ...] = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias")
+
+
+def init_params(num_features: int, num_classes: int, hidden: int = 64, seed: int = 0) -> Params:
+    """W0 of a 2-layer GCN, bit-identical to ``torch.manual_seed(seed)`` followed by
+    ``GCNConv(F, H)``, ``GCNConv(H, C)`` (glorot weights, zero biases).
+
+    The global RNG state is left untouched (``torch.random.fork_rng``).
+    """
+    from torch_geometric.nn import GCNConv
+
+    if min(num_features, num_classes, hidden) < 1:
+        raise ConfigError(f"GCN sizes must be positive, got F={num_features}, C={num_classes}, H={hidden}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        conv1 = GCNConv(num_features, hidden)
+        conv2 = GCNConv(hidden, num_classes)
+    return {
+        "conv1.weight": conv1.lin.weight.detach().clone(),
+        "conv1.bias": conv1.bias.detach().clone(),
+        "conv2.weight": conv2.lin.weight.detach().clone(),
+        "conv2.bias": conv2.bias.detach().clone(),
+    }
+
+
+def propagation_matrix(edge_index: Tensor, num_nodes: int, *, add_self_loops: bool = True,
+                       dtype: torch.dtype = torch.float32) -> Tensor:
+    """Sparse COO ``P = D^-1/2 (A + I) D^-1/2`` [n, n] exactly as PyG's ``gcn_norm``.
+
+    ``P[i, j]`` is the weight of the message j → i (PyG's default ``source_to_target`` flow),
+    so ``P @ H`` equals ``GCNConv``'s aggregation.
+    """
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+    edge_index = torch.as_tensor(edge_index, dtype=torch.long)
+    if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+        raise ConfigError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+        raise ConfigError(f"edge_index refers to nodes outside 0..{num_nodes - 1}")
+    ei, w = gcn_norm(edge_index, None, num_nodes, improved=False,
+                     add_self_loops=add_self_loops, dtype=dtype)
+    src, dst = ei[0], ei[1]
+    return torch.sparse_coo_tensor(torch.stack([dst, src]), w, (num_nodes, num_nodes),
+                                   check_invariants=False).coalesce()
+
+
+def effective_weight(params: Params, layer: int) -> Tensor:
+    """``conv{layer}.weight`` times its mask when the Params carries one."""
+    w = params[f"conv{layer}.weight"]
+    m = params.get(f"conv{layer}.mask")
+    return w if m is None else w * m
+
+
+def _propagate(P: Tensor, h: Tensor) -> Tensor:
+    return torch.sparse.mm(P, h) if P.is_sparse else P @ h
+
+
+def gcn_forward(params: Params, x: Tensor, P: Tensor, *, dropout: float = 0.0, training: bool = False,
+                generator: torch.Generator | None = None, return_hidden: bool = False):
+    """Logits [n, C] of one (unbatched) GCN; ``return_hidden`` → ``(logits, h)`` with ``h``
+    the post-ReLU, pre-dropout layer-1 output [n, H].
+
+    Dropout (training only) uses ``F.dropout`` semantics: keep with probability 1 - p,
+    scale kept units by 1/(1 - p); the mask is drawn with ``generator`` (see :func:`dropout_mask`).
+    """
+    x = x.to_dense() if x.is_sparse else x
+    h = F.relu(_propagate(P, x @ effective_weight(params, 1).t()) + params["conv1.bias"])
+    hd = h
+    if training and dropout > 0:
+        hd = h * dropout_mask(h.shape, dropout, generator, h.device, h.dtype)
+    z = _propagate(P, hd @ effective_weight(params, 2).t()) + params["conv2.bias"]
+    return (z, h) if return_hidden else z
+
+
+def dropout_mask(shape, p: float, generator: torch.Generator | None, device, dtype=torch.float32,
+                 out: Tensor | None = None) -> Tensor:
+    """Scaled Bernoulli(1 - p) keep-mask: ``1/(1-p)`` where ``U >= p`` with ``U ~ U[0, 1)`` from
+    ``generator``, else 0 (``F.dropout`` semantics). ``out`` is filled in place when given."""
+    if not 0.0 <= p < 1.0:
+        raise ConfigError(f"dropout must be in [0, 1), got {p}")
+    u = torch.empty(shape, device=device, dtype=dtype) if out is None else out
+    u.uniform_(0.0, 1.0, generator=generator)
+    return u.ge_(p).mul_(1.0 / (1.0 - p))
+
+
+def stack_params(params: Sequence[Params]) -> Params:
+    """List of single Params → batched Params (leading model axis)."""
+    if not params:
+        raise ConfigError("stack_params needs at least one Params")
+    keys = list(params[0])
+    for i, p in enumerate(params):
+        if list(p) != keys:
+            raise ConfigError(f"Params #{i} has keys {sorted(p)}, expected {sorted(keys)}")
+    return {k: torch.stack([p[k] for p in params]) for k in keys}
+
+
+def unstack_params(params: Params) -> list[Params]:
+    """Batched Params → list of single Params (views; clone before mutating)."""
+    sizes = {int(v.shape[0]) for v in params.values()}
+    if len(sizes) != 1:
+        raise ConfigError(f"batched Params with inconsistent leading sizes {sorted(sizes)}")
+    (b,) = sizes
+    return [{k: v[i] for k, v in params.items()} for i in range(b)]
+
+
+def num_params_bytes(params: Params) -> int:
+    """Dense float32 bytes of every tensor in ``params`` (the communication reference size)."""
+    return 4 * sum(int(v.numel()) for v in params.values())
+
+
+# ---- batched GCNs: B models on their clients' graphs in one block-diagonal layout (DESIGN §10) ----------
+def csr_mm(a: Tensor, d: Tensor) -> Tensor:
+    """``a @ d`` for a sparse CSR ``a`` as one ``embedding_bag`` (weighted row sums of ``d``).
+
+    Several times faster than ``torch.sparse.mm`` on CPU for narrow dense operands (H = 64),
+    and each output row depends only on its own row of ``a`` (batch-independent results).
+    """
+    return F.embedding_bag(a.col_indices(), d, a.crow_indices(), mode="sum", per_sample_weights=a.values(),
+                           include_last_offset=True)
+
+
+class _SpMM(torch.autograd.Function):
+    """``A @ D`` for a constant sparse CSR ``A`` whose transpose ``At`` is precomputed (gradient ``At @ dY``)."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor, at: Tensor, d: Tensor) -> Tensor:
+        ctx.at = at
+        return csr_mm(a, d)
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        return None, None, csr_mm(ctx.at, g.contiguous())
+
+
+class _BatchedLinear(torch.autograd.Function):
+    """``h @ wᵀ`` per model (h [B, n, d_in], w [B, d_out, d_in]) with the cheap backward products
+    ``g @ w`` and ``gᵀ @ h`` (autograd's own bmm backward is several times slower for d_out = C)."""
+
+    @staticmethod
+    def forward(ctx, h: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(h, w)
+        return torch.bmm(h, w.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        h, w = ctx.saved_tensors
+        dh = torch.bmm(g, w) if ctx.needs_input_grad[0] else None
+        dw = torch.bmm(g.transpose(1, 2), h) if ctx.needs_input_grad[1] else None
+        return dh, dw
+
+
+def _block_diag_csr(blocks: Sequence[Tensor], row_step: int, col_step: int, shape: tuple[int, int]) -> Tensor:
+    """Block-diagonal CSR of coalesced COO ``blocks``; block b starts at (b·row_step, b·col_step).
+
+    Concatenating coalesced blocks in order keeps (row, col) sorted, so no global sort is needed.
+    """
+    rows = torch.cat([m.indices()[0] + b * row_step for b, m in enumerate(blocks)])
+    cols = torch.cat([m.indices()[1] + b * col_step for b, m in enumerate(blocks)])
+    vals = torch.cat([m.values() for m in blocks])
+    crow = torch.zeros(shape[0] + 1, dtype=torch.long)
+    crow[1:] = torch.bincount(rows, minlength=shape[0]).cumsum(0)
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": a UserWarning per process
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, cols, vals, shape, check_invariants=False)
+
+
+def _with_transposes(mats: Sequence[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+    """Coalesced COO of every matrix and of its transpose, computed once per distinct tensor."""
+    memo: dict[int, tuple[Tensor, Tensor]] = {}
+    for m in mats:
+        if id(m) not in memo:
+            c = (m if m.is_sparse else m.to_sparse()).coalesce()
+            memo[id(m)] = (c, c.t().coalesce())
+    return [memo[id(m)][0] for m in mats], [memo[id(m)][1] for m in mats]
+
+
+@dataclass
+class BatchedGraphs:
+    """B client graphs padded to ``nmax`` rows each: model b owns rows ``[b·nmax, b·nmax + n_b)``.
+
+    ``P``/``Pt``: block-diagonal CSR propagation [B·nmax, B·nmax] and its transpose. Features:
+    sparse path — block-diagonal CSR ``x`` [B·nmax, B·F] (+ transpose ``xt``) multiplied with the
+    stacked weights [B·F, H]; dense path — ``x`` [B, nmax, F] for ``bmm``.
+    """
+
+    sizes: list[int]
+    nmax: int
+    num_features: int
+    P: Tensor
+    Pt: Tensor
+    x: Tensor
+    xt: Tensor | None
+
+    @property
+    def num_models(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def sparse(self) -> bool:
+        return self.xt is not None
+
+
+#: Feature density below which layer 1 uses the block-diagonal sparse product.
+SPARSE_DENSITY: float = 0.1
+
+
+def batch_graphs(xs: Sequence[Tensor], props: Sequence[Tensor], nmax: int | None = None, *,
+                 sparse: bool | None = None, device="cpu") -> BatchedGraphs:
+    """Lay out B graphs (features ``xs[b]`` [n_b, F], propagation ``props[b]`` sparse [n_b, n_b]).
+
+    ``sparse=None`` picks the sparse feature path when the density is below :data:`SPARSE_DENSITY`.
+    """
+    sizes = [int(x.shape[0]) for x in xs]
+    nmax = max(sizes) if nmax is None else int(nmax)
+    b, f = len(xs), int(xs[0].shape[1])
+    if sparse is None:
+        nnz = sum(int(x._nnz()) if x.is_sparse else int((x != 0).sum()) for x in xs)
+        sparse = nnz < SPARSE_DENSITY * sum(sizes) * f
+    R = b * nmax
+    pc, pt = _with_transposes(props)
+    P, Pt = _block_diag_csr(pc, nmax, nmax, (R, R)), _block_diag_csr(pt, nmax, nmax, (R, R))
+    if sparse:
+        xc, xtc = _with_transposes(xs)
+        x, xt = _block_diag_csr(xc, nmax, f, (R, b * f)), _block_diag_csr(xtc, f, nmax, (b * f, R))
+    else:
+        x, xt = torch.zeros(b, nmax, f), None
+        for i, xi in enumerate(xs):
+            x[i, : sizes[i]] = xi.to_dense() if xi.is_sparse else xi
+    dev = torch.device(device)
+    return BatchedGraphs(sizes, nmax, f, P.to(dev), Pt.to(dev), x.to(dev), None if xt is None else xt.to(dev))
+
+
+def batched_forward(params: Params, g: BatchedGraphs, *, dropout_masks: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Logits [B, nmax, C] and post-ReLU pre-dropout hidden [B, nmax, H] of B GCNs at once.
+
+    Same math as :func:`gcn_forward` per model; ``dropout_masks`` [B, nmax, H] (scaled keep-masks,
+    zero on padding rows) multiplies the hidden layer. Padding rows carry no edges, so they never
+    reach a real node; their logits are garbage and must be ignored.
+    """
+    b, n = g.num_models, g.nmax
+    w1 = effective_weight(params, 1).transpose(1, 2)  # [B, F, H]; a view when stored transposed
+    h_dim = w1.shape[2]
+    if g.sparse:
+        xw = _SpMM.apply(g.x, g.xt, w1.reshape(b * g.num_features, h_dim))
+    else:
+        xw = torch.bmm(g.x, w1).view(b * n, h_dim)
+    h = F.relu(_SpMM.apply(g.P, g.Pt, xw).view(b, n, h_dim) + params["conv1.bias"][:, None, :])
+    hd = h if dropout_masks is None else h * dropout_masks
+    t = _BatchedLinear.apply(hd, effective_weight(params, 2)).view(b * n, -1)
+    z = _SpMM.apply(g.P, g.Pt, t).view(b, n, -1) + params["conv2.bias"][:, None, :]
+    return z, h

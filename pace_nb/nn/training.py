@@ -1,0 +1,351 @@
+"""Local training of many GCNs at once (DESIGN §5 "Local", §10 "Speed").
+
+``train_models`` trains B independent 2-layer GCNs (clients × seeds as a batch axis) with
+ONE loss = Σ_b mean-CE_b (+ an optional ``extra_loss``) and ONE ``torch.optim.Adam`` step.
+Adam and its weight decay are elementwise, so every model follows exactly the trajectory it
+would follow alone; dropout masks come from one generator per model, so results do not
+depend on how models are grouped into batches (chunks).
+
+Speed (DESIGN §10): all models of a chunk share one padded, block-diagonal layout
+(:func:`pace_nb.nn.gcn.batch_graphs`): layer 1 is ONE sparse product of the block-diagonal
+features with the stacked weights (``embedding_bag``; dense ``bmm`` for dense features), both
+propagations are one block-diagonal sparse product each, layer 2 is one ``bmm``, and the
+optimizer is the fused Adam kernel applied per model slice (bitwise batch-independent).
+Everything constant across epochs (sparse X and its transpose, P and Pᵀ, train-row indices) is
+built once per chunk; layer-1 weights are stored transposed so no epoch copies them.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
+from pace_nb.core.errors import ConfigError
+from pace_nb.data.federation import ClientGraph, FederatedGraph
+from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params,
+                     propagation_matrix, stack_params)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Local training hyperparameters (PACE paper / OpenFGL defaults)."""
+
+    hidden: int = 64
+    dropout: float = 0.5
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    epochs: int = 100
+
+    def __post_init__(self):
+        if self.hidden < 1 or self.epochs < 0 or self.lr <= 0 or self.weight_decay < 0:
+            raise ConfigError(f"invalid TrainConfig {self}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    @staticmethod
+    def model_seed(run_seed: int, client: int) -> int:
+        """Dropout-generator seed of model (run seed, client) — :func:`pace_nb.core.config.model_seed`."""
+        return model_seed(run_seed, client)
+
+
+@dataclass
+class TrainStep:
+    """What ``extra_loss`` sees at every epoch (one chunk of models)."""
+
+    params: Params  # batched, requires grad, rows = models of this chunk
+    hidden: list[Tensor]  # per model: post-ReLU pre-dropout layer-1 output on its client's nodes
+    logits: list[Tensor]  # per model: training-mode logits on its client's nodes
+    models: list[int]  # global model indices (into train_models' B) of this chunk
+    clients: list[int]  # client index of each model
+    epoch: int
+
+
+def _check_inputs(clients, init: Params, model_seeds, client_of, config: TrainConfig) -> int:
+    if not clients:
+        raise ConfigError("train_models needs at least one client")
+    missing = [k for k in ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias") if k not in init]
+    if missing:
+        raise ConfigError(f"init Params lacks {missing}")
+    b = int(init["conv1.weight"].shape[0])
+    if init["conv1.weight"].dim() != 3:
+        raise ConfigError("init must be batched Params (leading model axis), e.g. stack_params([...])")
+    if len(model_seeds) != b or len(client_of) != b:
+        raise ConfigError(f"init has {b} models but {len(model_seeds)} model_seeds and {len(client_of)} client_of")
+    nf = int(clients[0].x.shape[1])
+    if init["conv1.weight"].shape[1:] != (config.hidden, nf):
+        raise ConfigError(f"init conv1.weight has shape {tuple(init['conv1.weight'].shape[1:])}, "
+                          f"expected (hidden={config.hidden}, features={nf})")
+    for k in set(int(c) for c in client_of):
+        if not 0 <= k < len(clients):
+            raise ConfigError(f"client_of refers to client {k}, but there are {len(clients)} clients")
+    return b
+
+
+def _bytes_per_model(client: ClientGraph, hidden: int, num_classes: int, n_params: int, nmax: int) -> int:
+    """Rough peak bytes one model adds to a chunk: params + grad + 2 Adam states, its share of the
+    block-diagonal X, Xᵀ, P, Pᵀ (index + value per entry) and its padded activations."""
+    nnz_x = int((client.x != 0).sum())
+    nnz_p = int(client.edge_index.shape[1]) + client.num_nodes
+    return 4 * 4 * n_params + 2 * 12 * (nnz_x + nnz_p) + 4 * nmax * (8 * hidden + 6 * num_classes)
+
+
+def _auto_batch(clients, client_of, init: Params, config: TrainConfig, device: torch.device, nmax: int) -> int:
+    """Largest chunk whose estimated footprint stays below 40 % of the free (device) memory."""
+    n_params = sum(int(v[0].numel()) for v in init.values())
+    c = int(init["conv2.weight"].shape[1])
+    per = max(_bytes_per_model(clients[k], config.hidden, c, n_params, nmax) for k in set(client_of))
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        try:
+            import psutil
+
+            free = psutil.virtual_memory().available
+        except ImportError:  # pragma: no cover
+            free = 4 << 30
+    return max(1, int(0.4 * free // max(per, 1)))
+
+
+class _ModelwiseAdam:
+    """``torch.optim.Adam`` (L2 weight decay) on batched tensors, applied model by model.
+
+    With a fused kernel (``torch._fused_adam_``, the kernel behind ``Adam(fused=True)``) every
+    model's slice is its own tensor in ONE multi-tensor call: the CPU kernel's vector/scalar split
+    and thread chunks then depend only on the model's own size, so a model's update is bitwise
+    the same whatever else shares the batch (a whole-tensor fused step is not: its float tail
+    and thread boundaries move with B). Without a fused kernel: plain single-tensor Adam.
+    """
+
+    def __init__(self, params: list[Tensor], config: TrainConfig):
+        self.params, self.config = params, config
+        self.fused = _fused_available(params[0].device)
+        if self.fused:
+            m = [torch.zeros_like(p) for p in params]
+            v = [torch.zeros_like(p) for p in params]
+            self.t = torch.zeros((), dtype=torch.float32, device=params[0].device)
+            # per-model views, made once (the storages never move)
+            self.slices = [[u for x in xs for u in x.unbind(0)] for xs in (params, m, v)]
+        else:
+            self.opt = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay, foreach=False)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        if not self.fused:
+            self.opt.step()
+            return
+        ps, ms, vs = self.slices
+        gs = [u for p in self.params for u in (p.grad if p.grad is not None else torch.zeros_like(p)).unbind(0)]
+        self.t += 1
+        torch._fused_adam_(ps, gs, ms, vs, [], [self.t] * len(ps), lr=self.config.lr, beta1=0.9, beta2=0.999,
+                           weight_decay=self.config.weight_decay, eps=1e-8, amsgrad=False, maximize=False)
+
+
+def _fused_available(device: torch.device) -> bool:
+    try:
+        x = torch.zeros(2, device=device)
+        torch._fused_adam_([x], [x.clone()], [x.clone()], [x.clone()], [], [torch.ones((), device=device)],
+                           lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+        return True
+    except (RuntimeError, NotImplementedError, AttributeError):  # pragma: no cover - device without the kernel
+        return False
+
+
+def _train_chunk(clients, props, init: Params, seeds, client_of, models, config: TrainConfig, extra_loss,
+                 device: torch.device, show: bool, nmax: int, sparse: bool, record: bool):
+    """Train one chunk of models for ``config.epochs``; returns (params on CPU, curves [E, B, 2] or None)."""
+    b = len(models)
+    # layer-1 weights/masks are stored transposed ([B, F, H]) so the block-diagonal product needs no copy
+    # (layer 2 keeps [B, C, H]: bmm is faster with it); Adam is elementwise, layout changes no value.
+    flip = {k: k.startswith("conv1.") and init[k].dim() == 3 for k in init}
+    store = {k: (v.transpose(1, 2) if flip[k] else v).to(device, torch.float32).contiguous().requires_grad_(True)
+             for k, v in init.items()}
+    params = {k: (v.transpose(1, 2) if flip[k] else v) for k, v in store.items()}
+    opt = _ModelwiseAdam(list(store.values()), config)
+    g = batch_graphs([clients[k].x for k in client_of], [props[k] for k in client_of], nmax,
+                     sparse=sparse, device=device)
+    sizes = g.sizes
+    tr_idx, tr_y, tr_w, tr_m = [], [], [], []
+    for i, k in enumerate(client_of):
+        rows = clients[k].train_mask.nonzero().view(-1)
+        tr_idx.append(rows + i * nmax)
+        tr_y.append(clients[k].y[rows])
+        tr_w.append(torch.full((len(rows),), 1.0 / len(rows)))
+        tr_m.append(torch.full((len(rows),), i))
+    tr_idx, tr_y, tr_w, tr_m = (torch.cat(t).to(device) for t in (tr_idx, tr_y, tr_w, tr_m))
+    gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+    masks = torch.zeros(b, nmax, config.hidden, device=device) if config.dropout > 0 else None
+    curves = torch.zeros(config.epochs, b, 2, device=device) if record else None
+    for epoch in _progress(range(config.epochs), show, desc=f"train {b} models"):
+        opt.zero_grad()
+        if masks is not None:
+            for i, n in enumerate(sizes):
+                dropout_mask((n, config.hidden), config.dropout, gens[i], device, out=masks[i, :n])
+        z, h = batched_forward(params, g, dropout_masks=masks)
+        zt = z.view(b * nmax, -1)[tr_idx]
+        ce = F.cross_entropy(zt, tr_y, reduction="none")
+        loss = (ce * tr_w).sum()
+        if extra_loss is not None:
+            step = TrainStep(params, [h[i, :n] for i, n in enumerate(sizes)], [z[i, :n] for i, n in enumerate(sizes)],
+                             list(models), list(client_of), epoch)
+            loss = loss + extra_loss(step)
+        loss.backward()
+        opt.step()
+        if record:
+            with torch.no_grad():
+                curves[epoch, :, 0].index_add_(0, tr_m, ce.detach() * tr_w)
+                curves[epoch, :, 1].index_add_(0, tr_m, (zt.argmax(1) == tr_y).float() * tr_w)
+    out = {k: (v.detach().transpose(1, 2) if flip[k] else v.detach()).contiguous().cpu() for k, v in store.items()}
+    return out, (curves.cpu() if record else None)
+
+
+def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequence[int],
+                 client_of: Sequence[int], config: TrainConfig = TrainConfig(), *,
+                 extra_loss: Callable[[TrainStep], Tensor] | None = None, device="auto",
+                 record: bool = False, progress: bool = True,
+                 max_batch: int | None = None, _pad_to: int | None = None) -> tuple[Params, pd.DataFrame | None]:
+    """Train B independent GCNs: model b on ``clients[client_of[b]]`` from ``init[b]`` with
+    dropout generator seeded ``model_seeds[b]`` (full-batch CE on the train mask; validation
+    and test nodes are never read). Returns the last-epoch Params (batched, CPU) and, with
+    ``record``, a tidy DataFrame ``model, epoch, loss, train_acc`` (training-mode, pre-step).
+    """
+    b = _check_inputs(clients, init, model_seeds, client_of, config)
+    client_of = [int(k) for k in client_of]
+    empty = sorted({k for k in client_of if int(clients[k].train_mask.sum()) == 0})
+    if empty:
+        # A client without training nodes (e.g. a tiny Dirichlet client) cannot train: its models
+        # keep their initial parameters, exactly as if the client skipped the local phase.
+        warnings.warn(f"clients {empty} have no training nodes; their models keep the initial parameters",
+                      RuntimeWarning, stacklevel=2)
+        keep = [i for i, k in enumerate(client_of) if k not in empty]
+        params = {n: v.detach().clone().cpu() for n, v in init.items()}
+        frame = None
+        if keep:
+            sub, frame = train_models(clients, {n: v[keep] for n, v in init.items()}, [model_seeds[i] for i in keep],
+                                      [client_of[i] for i in keep], config, extra_loss=_reindexed(extra_loss, keep),
+                                      device=device, record=record, progress=progress, max_batch=max_batch,
+                                      _pad_to=max(clients[k].num_nodes for k in set(client_of)))
+            for n in params:
+                params[n][keep] = sub[n]
+            if frame is not None:
+                frame["model"] = [keep[m] for m in frame["model"]]
+        return params, frame
+    dev = resolve_device(device)
+    used = sorted(set(client_of))
+    props = {k: propagation_matrix(clients[k].edge_index, clients[k].num_nodes) for k in used}
+    nmax = _pad_to or max(clients[k].num_nodes for k in used)  # one padding for every chunk: chunking changes nothing
+    size = max_batch if max_batch is not None else _auto_batch(clients, client_of, init, config, dev, nmax)
+    if size < 1:
+        raise ConfigError(f"max_batch must be >= 1, got {max_batch}")
+    nnz = sum(int((clients[k].x != 0).sum()) for k in used)
+    sparse = nnz < SPARSE_DENSITY * sum(clients[k].num_nodes for k in used) * int(clients[used[0]].x.shape[1])
+    out: list[Params] = []
+    curves = []
+    for start in range(0, b, size):
+        idx = list(range(start, min(b, start + size)))
+        p, cur = _train_chunk(clients, props, {k: v[idx] for k, v in init.items()}, [model_seeds[i] for i in idx],
+                              [client_of[i] for i in idx], idx, config, extra_loss, dev, progress, nmax, sparse,
+                              record)
+        out.append(p)
+        curves.append(cur)
+    params = {k: torch.cat([p[k] for p in out]) for k in out[0]}
+    frame = None
+    if record:
+        cur = torch.cat(curves, dim=1)  # [E, B, 2]
+        e, nb = cur.shape[:2]
+        frame = pd.DataFrame({
+            "model": torch.arange(nb).repeat(e).numpy(),
+            "epoch": torch.arange(e).repeat_interleave(nb).numpy(),
+            "loss": cur[..., 0].reshape(-1).numpy(),
+            "train_acc": cur[..., 1].reshape(-1).numpy(),
+        })
+    return params, frame
+
+
+def _reindexed(extra_loss, keep: list[int]):
+    """Wrap ``extra_loss`` so that it sees the caller's global model indices."""
+    if extra_loss is None:
+        return None
+
+    def wrapped(step: TrainStep) -> Tensor:
+        step.models = [keep[i] for i in step.models]
+        return extra_loss(step)
+
+    return wrapped
+
+
+@dataclass
+class LocalModels:
+    """Local models W_L of every (seed, client), seed-major: ``b = s * K + k``."""
+
+    seeds: tuple[int, ...]
+    num_clients: int
+    init: list[Params]  # W0 per seed
+    params: Params  # batched, B = S * K
+    config: TrainConfig
+    curves: pd.DataFrame | None = None
+
+    def model(self, s: int, k: int) -> Params:
+        """Params of client ``k`` under the ``s``-th seed (position in ``seeds``)."""
+        if not (0 <= s < len(self.seeds) and 0 <= k < self.num_clients):
+            raise ConfigError(f"no local model (seed #{s}, client {k}); "
+                              f"{len(self.seeds)} seeds × {self.num_clients} clients")
+        b = s * self.num_clients + k
+        return {n: v[b] for n, v in self.params.items()}
+
+
+def train_local(fg: FederatedGraph, seeds: Sequence[int] = PAPER_SEEDS, config: TrainConfig = TrainConfig(), *,
+                device="auto", extra_loss=None, record: bool = False, progress: bool = True) -> LocalModels:
+    """Train every client's local GCN for every run seed (DESIGN §5 "Local"): W0 =
+    ``init_params(F, C, H, seed)`` shared by the clients of a seed; dropout seed
+    ``config.model_seed(seed, k)``."""
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ConfigError("train_local needs at least one seed")
+    k_n = fg.num_clients
+    w0 = [init_params(fg.num_features, fg.num_classes, config.hidden, s) for s in seeds]
+    init = stack_params([w for w in w0 for _ in range(k_n)])
+    mseeds = [config.model_seed(s, k) for s in seeds for k in range(k_n)]
+    client_of = [k for _ in seeds for k in range(k_n)]
+    params, curves = train_models(fg.clients, init, mseeds, client_of, config, extra_loss=extra_loss,
+                                  device=device, record=record, progress=progress)
+    return LocalModels(seeds, k_n, w0, params, config, curves)
+
+
+def _graph(client: ClientGraph, device) -> tuple[Tensor, Tensor]:
+    return (client.x.to(device, torch.float32), propagation_matrix(client.edge_index, client.num_nodes).to(device))
+
+
+@torch.no_grad()
+def client_logits(params: Params, client: ClientGraph, *, device="cpu") -> Tensor:
+    """Eval-mode logits [n, C] of one (unbatched) model on a client's whole subgraph (CPU)."""
+    dev = resolve_device(device)
+    x, P = _graph(client, dev)
+    return gcn_forward({k: v.to(dev) for k, v in params.items()}, x, P).cpu()
+
+
+@torch.no_grad()
+def client_hidden(params: Params, client: ClientGraph, *, device="cpu") -> Tensor:
+    """Eval-mode post-ReLU layer-1 output [n, H] of one model on a client's subgraph (CPU)."""
+    dev = resolve_device(device)
+    x, P = _graph(client, dev)
+    return gcn_forward({k: v.to(dev) for k, v in params.items()}, x, P, return_hidden=True)[1].cpu()
+
+
+@torch.no_grad()
+def batched_logits(params: Params, clients: Sequence[ClientGraph], client_of: Sequence[int], *,
+                   device="cpu") -> list[Tensor]:
+    """Eval-mode logits of batched model b on ``clients[client_of[b]]`` (list of [n_b, C], CPU)."""
+    dev = resolve_device(device)
+    graphs = {k: _graph(clients[k], dev) for k in set(int(c) for c in client_of)}
+    return [gcn_forward({n: v[b].to(dev) for n, v in params.items()}, *graphs[int(k)]).cpu()
+            for b, k in enumerate(client_of)]

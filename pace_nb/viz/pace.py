@@ -1,0 +1,460 @@
+"""Figures of the PACE and SPEAR papers (seaborn), as pure functions of tidy DataFrames.
+
+One style (:func:`set_style`), one method palette (:data:`METHOD_COLORS`), paper-like sizes
+(:data:`COLUMN` / :data:`FULL` inches wide) and :func:`save_figure` (PNG + PDF). Every
+plotting function takes a tidy frame with documented columns and returns the
+``matplotlib`` Figure; it never reads files or trains anything.
+SPEAR's figures live in :mod:`pace_nb.viz.spear`.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from pace_nb.core.errors import ConfigError
+from pace_nb.core.schema import OUTCOME_COLORS, PALETTE, METHOD_LABELS, PACE_VARIANT_LABELS
+
+COLUMN, FULL, ROW = 3.4, 7.0, 2.5  # inches: one column, full width, one panel row
+METHOD_COLORS = PALETTE
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def set_style(context: str = "paper", font_scale: float = 1.0) -> None:
+    """The one figure style of the package (seaborn whitegrid, paper context, 200 dpi)."""
+    sns.set_theme(context=context, style="whitegrid", font_scale=font_scale, rc={
+        "figure.dpi": 110, "savefig.dpi": 200, "savefig.bbox": "tight", "axes.titlesize": "medium",
+        "axes.titleweight": "bold", "legend.frameon": False, "axes.spines.top": False,
+        "axes.spines.right": False, "pdf.fonttype": 42, "figure.constrained_layout.use": True})
+
+
+def method_color(method: str) -> str:
+    """Colour of a method (case-insensitive; unknown names get a stable colour)."""
+    key = str(method).lower()
+    if key in METHOD_COLORS:
+        return METHOD_COLORS[key]
+    pal = sns.color_palette("Dark2", 8).as_hex()
+    return pal[sum(map(ord, key)) % len(pal)]
+
+
+def method_palette(methods: Iterable[str]) -> dict[str, str]:
+    return {m: method_color(m) for m in methods}
+
+
+def save_figure(fig, name: str, dir: str | Path = "figures", formats: Sequence[str] = ("png", "pdf"),
+                dpi: int = 200) -> list[Path]:
+    """Write ``<dir>/<name>.png`` and ``.pdf`` (reproducible metadata); returns the paths."""
+    if not _NAME.match(str(name)):
+        raise ConfigError(f"figure name {name!r} must be a plain file stem (letters, digits, _ . + -)")
+    bad = [f for f in formats if f not in ("png", "pdf", "svg")]
+    if bad or not formats:
+        raise ConfigError(f"figure formats must be among png, pdf, svg; got {list(formats)}")
+    out = Path(dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        path = out / f"{name}.{fmt}"
+        meta = {"CreationDate": None} if fmt == "pdf" else {"Software": None} if fmt == "png" else {"Date": None}
+        fig.savefig(path, format=fmt, dpi=dpi, metadata=meta)
+        paths.append(path)
+    return paths
+
+
+def _require(frame: pd.DataFrame, cols: Iterable[str], what: str) -> None:
+    missing = [c for c in cols if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"{what} needs columns {', '.join(missing)}; got {', '.join(map(str, frame.columns))}")
+    if frame.empty:
+        raise ConfigError(f"{what}: nothing to plot (empty frame)")
+
+
+def _grid(n: int, ncols: int, width: float = FULL, height: float = ROW, **kw):
+    ncols = max(1, min(ncols, n))
+    nrows = int(np.ceil(n / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height * nrows), squeeze=False, **kw)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+# ------------------------------------------------------------------ 01 local training
+def plot_partition(parts: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Client sizes by split (left) and client × class label counts (right).
+
+    ``parts``: ``client, class, split, count`` (split ∈ train/val/test)."""
+    _require(parts, ["client", "class", "split", "count"], "plot_partition")
+    fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW + 0.4), width_ratios=[1, 1.3])
+    sizes = parts.pivot_table(index="client", columns="split", values="count", aggfunc="sum").fillna(0)
+    sizes = sizes[[s for s in ("train", "val", "test") if s in sizes.columns]]
+    bottom = np.zeros(len(sizes))
+    for split, colour in zip(sizes.columns, sns.color_palette("Blues_r", 4)):
+        a.bar(sizes.index.astype(str), sizes[split], bottom=bottom, color=colour, label=split)
+        bottom += sizes[split].to_numpy()
+    a.set(xlabel="client", ylabel="nodes", title="client sizes", ylim=(0, 1.22 * bottom.max()))
+    a.legend(fontsize="small", ncols=3, loc="upper center")
+    labels = parts.pivot_table(index="client", columns="class", values="count", aggfunc="sum").fillna(0)
+    frac = labels.div(labels.sum(axis=1).replace(0, 1), axis=0)
+    sns.heatmap(frac, ax=b, cmap="mako_r", vmin=0, vmax=float(frac.to_numpy().max()),
+                cbar_kws={"label": "share of the client's nodes"},
+                annot=labels.shape[1] <= 8 and labels.shape[0] <= 12, fmt=".2f", annot_kws={"size": 6})
+    b.set(xlabel="class", ylabel="client", title="label distribution per client")
+    b.tick_params(axis="y", rotation=0)
+    fig.suptitle(title or "partition: client sizes and label skew")
+    return fig
+
+
+def plot_training_curves(curves: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Training loss and training accuracy per epoch, one line per client (mean over seeds,
+    band = range). ``curves``: ``client, seed, epoch, loss, train_acc`` (fractions)."""
+    _require(curves, ["client", "epoch", "loss", "train_acc"], "plot_training_curves")
+    fig, axes = plt.subplots(1, 2, figsize=(FULL, ROW))
+    n = curves["client"].nunique()
+    pal = sns.color_palette("viridis", n)
+    frame = curves.assign(train_acc=100 * curves["train_acc"], client=curves["client"].astype(int))
+    for ax, col, label in zip(axes, ["loss", "train_acc"], ["training loss (CE)", "training accuracy (%)"]):
+        sns.lineplot(frame, x="epoch", y=col, hue="client", palette=pal, errorbar=("pi", 100), ax=ax,
+                     legend=ax is axes[1], linewidth=1)
+        ax.set(xlabel="epoch", ylabel=label)
+    axes[0].set_yscale("log")
+    axes[1].legend(title="client", fontsize="x-small", ncols=2 if n > 6 else 1, loc="lower right")
+    fig.suptitle(title or "local training (last checkpoint = $W_L$)")
+    return fig
+
+
+def plot_client_accuracy(rows: pd.DataFrame, methods: Sequence[str] = ("local",), metric: str = "acc",
+                         title: str = "") -> plt.Figure:
+    """Per-receiver test accuracy from result rows: one dot per seed, a bar at the seed
+    mean; dashed lines: pooled accuracy. Pass rows of one variant/rank per method."""
+    _require(rows, ["method", "receiver", "seed", metric], "plot_client_accuracy")
+    frame = rows[(rows["receiver"] >= 0) & rows["method"].isin(methods)]
+    _require(frame, ["method"], f"plot_client_accuracy (methods {list(methods)})")
+    fig, ax = plt.subplots(figsize=(FULL, ROW))
+    pal = method_palette(methods)
+    kw = dict(x="receiver", y=metric, hue="method", hue_order=list(methods), palette=pal, ax=ax,
+              dodge=0.4 if len(methods) > 1 else False)
+    sns.stripplot(frame, size=3.5, jitter=0.08, legend=False, alpha=0.7, **kw)
+    sns.pointplot(frame, errorbar=None, markers="_", markersize=14, linestyle="none", **kw)
+    pooled = rows[(rows["receiver"] < 0) & rows["method"].isin(methods)].groupby("method")[metric].mean()
+    for m, v in pooled.items():
+        ax.axhline(v, color=pal[m], ls="--", lw=1, label=f"{m}: pooled {v:.1f}")
+    ax.set(xlabel="client (receiver)", ylabel="test accuracy (%)" if metric == "acc" else metric,
+           title=title or "accuracy on each client's own test nodes (dots: seeds, bar: mean)")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+# ------------------------------------------------------------------ 02 low rank + transport
+def plot_singular_spectra(spectra: pd.DataFrame, rank: int = 6, title: str = "") -> plt.Figure:
+    """Singular values of Δ_i per weight matrix (one line per client, top) and the share of
+    squared Frobenius energy kept by rank r (bottom; Eckart–Young). Matrices whose rank is
+    ≤ r are sent dense. ``spectra``: ``param, client, index, sigma`` (index from 0)."""
+    _require(spectra, ["param", "client", "index", "sigma"], "plot_singular_spectra")
+    params = list(dict.fromkeys(spectra["param"]))
+    fig, axes = plt.subplots(2, len(params), figsize=(FULL, 2 * ROW), squeeze=False, sharex="col")
+    pal = sns.color_palette("viridis", spectra["client"].nunique())
+    for j, p in enumerate(params):
+        f = spectra[spectra["param"] == p].assign(index=lambda d: d["index"] + 1)
+        f = f.assign(energy=f.groupby("client")["sigma"].transform(lambda s: (s**2).cumsum() / max((s**2).sum(), 1e-30)))
+        kw = dict(hue="client", palette=pal, linewidth=1, legend=False)
+        sns.lineplot(f, x="index", y="sigma", ax=axes[0, j], **kw)
+        sns.lineplot(f, x="index", y="energy", ax=axes[1, j], **kw)
+        full = int(f["index"].max())
+        note = " (sent dense)" if full <= rank else ""
+        axes[0, j].set(yscale="log", title=f"{p} [{full} singular values]{note}", xlabel="",
+                       ylabel=r"singular value of $\Delta_i$")
+        axes[1, j].set(ylim=(0, 1.05), xlabel="rank r", ylabel=r"energy kept $\sum_{k\leq r}\sigma_k^2/\|\Delta_i\|_F^2$")
+        if rank < full:
+            for ax in axes[:, j]:
+                ax.axvline(rank, color="k", ls=":", lw=1)
+            e = f[f["index"] == rank]["energy"]
+            right = rank > 0.6 * full
+            axes[1, j].annotate(f"r = {rank}: {e.mean():.0%} (mean)", (rank, e.mean()), xytext=(-8 if right else 8, -16),
+                                textcoords="offset points", fontsize="small", ha="right" if right else "left")
+    handles = [plt.Line2D([], [], color=c, lw=1.5) for c in pal]
+    fig.legend(handles, [str(c) for c in sorted(spectra["client"].unique())], title="client",
+               loc="outside right center", fontsize="x-small")
+    fig.suptitle(title or r"spectra of the local updates $\Delta_i = W_L - W_0$")
+    return fig
+
+
+def plot_sketch_moments(sketches: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Normalized second-moment sketches c_i (Eq. 4–5) as client × input-column heatmaps
+    (log scale, columns sorted by their mean over clients). ``sketches``: ``param, client, column, c``."""
+    _require(sketches, ["param", "client", "column", "c"], "plot_sketch_moments")
+    from matplotlib.colors import LogNorm
+
+    params = list(dict.fromkeys(sketches["param"]))
+    fig, axes = plt.subplots(1, len(params), figsize=(FULL, ROW), squeeze=False)
+    for ax, p in zip(axes[0], params):
+        m = sketches[sketches["param"] == p].pivot_table(index="client", columns="column", values="c")
+        m = m[m.mean().sort_values(ascending=False).index]
+        pos = m.to_numpy()[m.to_numpy() > 0]
+        im = ax.imshow(m.clip(lower=pos.min() if pos.size else 1e-6).to_numpy(), aspect="auto", cmap="magma",
+                       norm=LogNorm(vmin=max(pos.min() if pos.size else 1e-6, 1e-3), vmax=m.to_numpy().max()),
+                       interpolation="nearest")
+        ax.set(xlabel="input column (sorted by mean c)", ylabel="client", yticks=range(len(m)),
+               yticklabels=m.index, title=f"{p} ({m.shape[1]} input columns)")
+        ax.grid(False)
+        fig.colorbar(im, ax=ax, label="sketch c (mean 1)")
+    fig.suptitle(title or "propagated-message moment sketches per client (Eq. 4–5)")
+    return fig
+
+
+def plot_consensus_compare(cons: pd.DataFrame, title: str = "") -> plt.Figure:
+    """RegMean vs plain-mean consensus: per input column, ‖Δ^C[:, d]‖ under each rule,
+    against the column's total sketch weight. ``cons``: ``param, column, regmean, mean, weight``."""
+    _require(cons, ["param", "column", "regmean", "mean", "weight"], "plot_consensus_compare")
+    params = list(dict.fromkeys(cons["param"]))
+    fig, axes = plt.subplots(1, len(params), figsize=(FULL, ROW + 0.2), squeeze=False)
+    for ax, p in zip(axes[0], params):
+        f = cons[cons["param"] == p]
+        sc = ax.scatter(f["mean"], f["regmean"], c=np.log10(f["weight"].clip(lower=1e-3)), cmap="viridis", s=6)
+        lim = [0, max(f["mean"].max(), f["regmean"].max()) * 1.05]
+        ax.plot(lim, lim, color="k", lw=0.8, ls="--")
+        ax.set(xlabel="column norm under Mean", ylabel="column norm under RegMean", title=p)
+        fig.colorbar(sc, ax=ax, label=r"$\log_{10}\sum_j c_j[d]$ (floor −3)")
+    fig.suptitle(title or r"RegMean vs Mean consensus $\Delta^C$: norm of each input column (Eq. 6–7)")
+    return fig
+
+
+def plot_variant_bars(rows: pd.DataFrame, methods_variants: Sequence[tuple[str, str]], metric: str = "acc",
+                      title: str = "") -> plt.Figure:
+    """Pooled accuracy (mean ± std over seeds) of chosen (method, variant) pairs, e.g. the
+    Table 2 ablations (Mean vs RegMean consensus …)."""
+    _require(rows, ["method", "variant", "receiver", "seed", metric], "plot_variant_bars")
+    keep = pd.MultiIndex.from_frame(rows[["method", "variant"]]).isin(list(methods_variants))
+    f = rows[keep & (rows["receiver"] < 0)]
+    _require(f, ["method"], "plot_variant_bars (requested variants)")
+
+    def name(m, v):
+        return PACE_VARIANT_LABELS.get(v, v) if m == "pace" else METHOD_LABELS.get(m, m) + ("" if v == "native" else f" ({v})")
+
+    f = f.assign(label=[name(m, v) for m, v in zip(f["method"], f["variant"])])
+    order = [name(m, v) for m, v in methods_variants if name(m, v) in set(f["label"])]
+    colour = {name(m, v): method_color(v if m == "pace" and v != "full" else m) for m, v in methods_variants}
+    fig, ax = plt.subplots(figsize=(COLUMN + 1.0, 0.42 * len(order) + 1.0))
+    sns.barplot(f, y="label", x=metric, order=order, hue="label", palette=colour, errorbar="sd", ax=ax, legend=False)
+    means, sds = f.groupby("label")[metric].mean(), f.groupby("label")[metric].std().fillna(0)
+    for i, lab in enumerate(order):
+        ax.text(means[lab] + sds[lab], i, f"  {means[lab]:.2f}", va="center", fontsize="x-small")
+    ax.set(xlim=(max(0, means.min() - 10), (means + sds).max() + 4), ylabel="variant",
+           xlabel="pooled test accuracy (%, mean ± sd over seeds)", title=title or "consensus / return variants")
+    return fig
+
+
+def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, frozen_rank: int = 6,
+                    title: str = "") -> plt.Figure:
+    """PACE Fig. 3: accuracy vs rank per dataset (dashed: Local; dotted: frozen rank) and
+    upload / return bytes relative to dense tensors. Rank 0 = Dense (plotted at the right).
+    ``rows``: result rows of method ``pace`` variant ``full`` (several ranks) and ``local``.
+    ``paper``: optional paper values (Table 5: ``dataset, rank, metric, value``)."""
+    _require(rows, ["dataset", "method", "variant", "rank", "receiver", "acc", "upload_ratio", "return_ratio"],
+             "plot_rank_study")
+    pooled = rows[rows["receiver"] < 0]
+    pace = pooled[(pooled["method"] == "pace") & (pooled["variant"] == "full")]
+    _require(pace, ["rank"], "plot_rank_study (pace/full rows)")
+    ranks = sorted(r for r in pace["rank"].unique() if r > 0)
+    pos = {r: i for i, r in enumerate(ranks)} | {0: len(ranks)}
+    ticks = [str(r) for r in ranks] + (["Dense"] if (pace["rank"] == 0).any() else [])
+    datasets = list(dict.fromkeys(pace["dataset"]))
+    fig, axes = plt.subplots(1, len(datasets) + 1, figsize=(max(FULL, 2.3 * (len(datasets) + 1)), ROW), squeeze=False)
+    axes = axes[0]
+    for ax, ds in zip(axes, datasets):
+        f = pace[pace["dataset"] == ds].assign(x=lambda d: d["rank"].map(pos))
+        sns.lineplot(f, x="x", y="acc", marker="o", color=method_color("pace"), errorbar="sd", ax=ax, label="PACE")
+        loc = pooled[(pooled["dataset"] == ds) & (pooled["method"] == "local")]["acc"]
+        if len(loc):
+            ax.axhline(loc.mean(), color=method_color("local"), ls="--", lw=1, label="Local")
+        if paper is not None and len(paper):
+            pv = paper[(paper["dataset"] == ds) & (paper["metric"] == "acc") & paper["rank"].isin(list(pos))]
+            if len(pv):
+                ax.plot(pv["rank"].map(pos), pv["value"], "x", color="k", ms=5, label="paper")
+        ax.set(title=ds, xlabel="rank r", ylabel="accuracy (%)")
+    byt = pace.groupby("rank")[["upload_ratio", "return_ratio"]].mean().reset_index()
+    byt = byt.assign(x=byt["rank"].map(pos)).sort_values("x")
+    last = axes[-1]
+    last.plot(byt["x"], byt["upload_ratio"], "o-", color="#1f77b4", label="upload")
+    last.plot(byt["x"], byt["return_ratio"], "s-", color="#ff7f0e", label="return")
+    if paper is not None and len(paper):
+        for metric, colour in (("upload_pct", "#1f77b4"), ("return_pct", "#ff7f0e")):
+            pv = paper[(paper["metric"] == metric) & paper["rank"].isin(list(pos))]
+            last.plot(pv["rank"].map(pos), pv["value"], "x", color=colour, ms=5)
+    last.set(yscale="log", title="communication", xlabel="rank r", ylabel="bytes / dense bytes (%)")
+    for ax in axes:
+        ax.set_xticks(range(len(ticks)), ticks)
+        if frozen_rank in pos:
+            ax.axvline(pos[frozen_rank], color="k", ls=":", lw=1)
+        ax.legend(fontsize="x-small")
+    fig.suptitle(title or "rank sensitivity and communication (PACE Fig. 3; × = paper)")
+    return fig
+
+
+# ------------------------------------------------------------------ 03 α paths
+def plot_alpha_paths(paths: pd.DataFrame, alpha_star: pd.Series | dict | None = None, ncols: int = 5,
+                     title: str = "") -> plt.Figure:
+    """CNLL along the logit segment z(α) = (1−α) z_L + α z_E, per receiver: validation NLL
+    (upper panel) and validation / test accuracy (lower panel, %), α* marked.
+    ``paths``: ``receiver, alpha, val_nll, val_acc, test_acc`` (accs as fractions, as
+    :func:`pace_nb.methods.calibration.alpha_path` returns them); ``alpha_star``: receiver → α*."""
+    _require(paths, ["receiver", "alpha", "val_nll", "val_acc", "test_acc"], "plot_alpha_paths")
+    receivers = sorted(paths["receiver"].unique())
+    ncols = max(1, min(ncols, len(receivers)))
+    groups = int(np.ceil(len(receivers) / ncols))
+    fig, axes = plt.subplots(2 * groups, ncols, figsize=(FULL, groups * 2 * ROW * 0.72), sharex=True,
+                             squeeze=False, height_ratios=[1, 1] * groups)
+    stars = dict(alpha_star or {})
+    for i in range(groups * ncols):
+        top, bot = axes[2 * (i // ncols), i % ncols], axes[2 * (i // ncols) + 1, i % ncols]
+        if i >= len(receivers):
+            top.set_visible(False)
+            bot.set_visible(False)
+            continue
+        r = receivers[i]
+        f = paths[paths["receiver"] == r].sort_values("alpha")
+        top.plot(f["alpha"], f["val_nll"], color="k", lw=1.2)
+        bot.plot(f["alpha"], 100 * f["val_acc"], color="#1f77b4", lw=1, ls="--")
+        bot.plot(f["alpha"], 100 * f["test_acc"], color=method_color("pace"), lw=1)
+        top.set_title(f"receiver {r}" + (f"  α*={float(stars[r]):.2f}" if r in stars else ""), fontsize="small")
+        if r in stars:
+            a = float(stars[r])
+            for ax in (top, bot):
+                ax.axvline(a, color="#2ca02c", lw=1.2)
+            top.plot([a], [np.interp(a, f["alpha"], f["val_nll"])], "o", color="#2ca02c", ms=4, clip_on=False)
+        top.set_ylabel("val NLL" if i % ncols == 0 else "")
+        bot.set_ylabel("accuracy (%)" if i % ncols == 0 else "")
+        bot.set(xlim=(0, 1), xlabel="α" if i // ncols == groups - 1 else "")
+        top.tick_params(labelsize="x-small")
+        bot.tick_params(labelsize="x-small")
+    handles = [plt.Line2D([], [], color="k", lw=1.2), plt.Line2D([], [], color="#1f77b4", ls="--"),
+               plt.Line2D([], [], color=method_color("pace")), plt.Line2D([], [], color="#2ca02c")]
+    fig.legend(handles, ["validation NLL", "validation accuracy", "test accuracy", "CNLL α* (Eq. 10)"],
+               loc="outside lower center", ncols=4, fontsize="small")
+    fig.suptitle(title or r"CNLL per receiver along $z(\alpha) = (1-\alpha)\,z_L + \alpha\,z_E$ (Eq. 1)")
+    return fig
+
+
+def plot_alpha_utilisation(util: pd.DataFrame, paper: pd.DataFrame | None = None, title: str = "") -> plt.Figure:
+    """PACE Table 3 as a figure, ours beside the paper's: mean α*, share of α* = 0, upload
+    and return bytes (% of dense) per dataset. ``util``: ``dataset, alpha_mean,
+    alpha_zero_frac, upload_ratio, return_ratio`` (ratios in percent); ``paper``: Table 3
+    paper values (``dataset, metric, value`` with metrics alpha_mean, alpha_zero_pct,
+    upload_pct, return_pct)."""
+    _require(util, ["dataset", "alpha_mean", "alpha_zero_frac", "upload_ratio", "return_ratio"],
+             "plot_alpha_utilisation")
+    ours = util.assign(alpha_zero_pct=100 * util["alpha_zero_frac"], upload_pct=util["upload_ratio"],
+                       return_pct=util["return_ratio"])
+    metrics = ["alpha_mean", "alpha_zero_pct", "upload_pct", "return_pct"]
+    long = ours.melt(id_vars="dataset", value_vars=metrics, var_name="metric").assign(source="ours")
+    if paper is not None and len(paper):
+        long = pd.concat([long, paper[paper["metric"].isin(metrics)][["dataset", "metric", "value"]]
+                          .assign(source="paper")], ignore_index=True)
+    datasets = list(dict.fromkeys(long["dataset"]))
+    labels = {"alpha_mean": ("mean α*", "mean CNLL coefficient over receiver–seed units"),
+              "alpha_zero_pct": ("α* = 0 (%)", "share of units that keep Local exactly (α* = 0)"),
+              "upload_pct": ("upload (%)", "client upload, % of dense float32 model bytes"),
+              "return_pct": ("return (%)", "personalized return, % of dense float32 model bytes")}
+    fig, axes = plt.subplots(4, 1, figsize=(FULL, 4 * ROW * 0.6), sharex=True)
+    pal = {"ours": method_color("pace"), "paper": "#bdbdbd"}
+    for ax, m in zip(axes, metrics):
+        f = long[long["metric"] == m]
+        sns.barplot(f, x="dataset", y="value", hue="source", order=datasets, hue_order=[h for h in pal if h in set(long["source"])],
+                    palette=pal, ax=ax, errorbar=None, legend=m == metrics[0])
+        for cont in ax.containers:
+            ax.bar_label(cont, fmt="%.3g", fontsize="xx-small", padding=1)
+        ax.set(ylabel=labels[m][0], xlabel="")
+        ax.set_title(labels[m][1], loc="left", fontsize="small", fontweight="normal")
+        ax.margins(y=0.3)
+    axes[-1].set_xlabel("dataset")
+    if axes[0].get_legend() is not None:
+        axes[0].legend(fontsize="x-small", ncols=2, loc="upper right")
+    fig.suptitle(title or "CNLL utilisation and communication at rank 6 (PACE Table 3)")
+    return fig
+
+
+# ------------------------------------------------------------------ 04 receiver harm
+def _setting_labels(frame: pd.DataFrame) -> list[str]:
+    """Dataset names, with the setting (partition, K, β) added where a dataset repeats."""
+    labels = frame["dataset"].astype(str).tolist()
+    keys = [c for c in ("partition", "num_clients", "beta") if c in frame.columns]
+    if len(set(labels)) == len(labels) or not keys:
+        return labels
+    return [f"{d} ({', '.join(f'{k}={v}' for k, v in zip(keys, r) if v == v)})"
+            for d, r in zip(labels, frame[keys].itertuples(index=False))]
+
+
+def plot_paired_differences(paired: pd.DataFrame, metrics: Sequence[str] = ("acc", "f1_weighted"),
+                            title: str = "") -> plt.Figure:
+    """PACE Fig. 4a–b: mean seed-paired difference with its 95 % t interval per dataset,
+    Win/Tie/Loss on the right. ``paired``: :func:`pace_nb.analysis.diagnostics.paired_summary`."""
+    _require(paired, ["dataset", "metric", "mean", "ci_low", "ci_high", "wins", "ties", "losses"],
+             "plot_paired_differences")
+    metrics = [m for m in metrics if m in set(paired["metric"])]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(FULL, 0.45 * paired["dataset"].nunique() + 1.1), squeeze=False)
+    names = {"acc": "accuracy", "f1_weighted": "weighted F1", "f1_macro": "macro F1"}
+    for ax, m in zip(axes[0], metrics):
+        f = paired[paired["metric"] == m].reset_index(drop=True)
+        y = np.arange(len(f))[::-1]
+        lo = (f["mean"] - f["ci_low"]).fillna(0).clip(lower=0)
+        hi = (f["ci_high"] - f["mean"]).fillna(0).clip(lower=0)
+        ax.errorbar(f["mean"], y, xerr=[lo, hi], fmt="o", color=method_color("pace"), capsize=3, ms=4)
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_yticks(y, _setting_labels(f))
+        ax.set(xlabel=f"PACE − Local, {names.get(m, m)} (points)", ylabel="dataset" if m == metrics[0] else "",
+               title=f"({'ab'[metrics.index(m)]}) {names.get(m, m)}")
+        sec = ax.secondary_yaxis("right")
+        sec.set_yticks(y, [f"{w}/{t}/{l}" for w, t, l in zip(f["wins"], f["ties"], f["losses"])])
+        sec.tick_params(length=0, labelsize="x-small")
+        sec.set_ylabel("W/T/L", fontsize="x-small")
+        ax.set_ylim(-0.7, len(f) - 0.3)
+    fig.suptitle(title or "seed-paired differences with 95 % paired t intervals (PACE Fig. 4)")
+    return fig
+
+
+def plot_harm_units(harm: pd.DataFrame, worst: pd.DataFrame | None = None, title: str = "") -> plt.Figure:
+    """PACE Fig. 4c: helped / tied / harmed receiver–seed units per dataset (stacked bars);
+    labels give the worst fixed-receiver five-seed mean. ``harm``: ``dataset, helped, tied,
+    harmed``; ``worst``: ``dataset, mean_diff`` per receiver (receiver means) or ``worst_mean``."""
+    _require(harm, ["dataset", "helped", "tied", "harmed"], "plot_harm_units")
+    fig, ax = plt.subplots(figsize=(COLUMN + 0.8, max(2.0, 0.45 * len(harm) + 1.3)))
+    y = np.arange(len(harm))[::-1]
+    left = np.zeros(len(harm))
+    for k in ("helped", "tied", "harmed"):
+        v = harm[k].to_numpy(dtype=float)
+        ax.barh(y, v, left=left, color=OUTCOME_COLORS[k], label=k)
+        for yi, l, vi in zip(y, left, v):
+            if vi > 0:
+                ax.text(l + vi / 2, yi, f"{int(vi)}", ha="center", va="center", fontsize="x-small")
+        left += v
+    labels = _setting_labels(harm)
+    if worst is not None and len(worst) and harm["dataset"].is_unique:
+        col = "mean_diff" if "mean_diff" in worst.columns else "worst_mean"
+        wm = worst.groupby("dataset")[col].min()
+        labels = [f"{d} ({wm[d]:+.2f})" if d in wm.index else d for d in harm["dataset"]]
+    ax.set_yticks(y, labels)
+    ax.set(xlabel="receiver–seed units", ylabel="dataset",
+           title=title or "helped / tied / harmed receiver–seed units\n(in brackets: worst fixed-receiver mean, points)")
+    fig.legend(fontsize="small", ncols=3, loc="outside lower center")
+    return fig
+
+
+def plot_receiver_means(means: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Per-receiver five-seed mean PACE − Local difference (bar) and worst seed (tick),
+    per dataset. ``means``: :func:`pace_nb.analysis.diagnostics.receiver_means`."""
+    _require(means, ["dataset", "receiver", "mean_diff", "min_diff"], "plot_receiver_means")
+    datasets = list(dict.fromkeys(means["dataset"]))
+    fig, axes = _grid(len(datasets), 3, width=FULL if len(datasets) > 1 else COLUMN + 1, height=ROW)
+    for ax, ds in zip(axes, datasets):
+        f = means[means["dataset"] == ds].sort_values("receiver")
+        colours = [OUTCOME_COLORS["helped" if v > 0.01 else "harmed" if v < -0.01 else "tied"] for v in f["mean_diff"]]
+        ax.bar(f["receiver"].astype(str), f["mean_diff"], color=colours)
+        ax.plot(f["receiver"].astype(str), f["min_diff"], "_", color="k", ms=8, label="worst seed")
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set(title=ds, xlabel="receiver", ylabel="mean PACE − Local (points)")
+    axes[0].legend(fontsize="x-small")
+    fig.suptitle(title or "per-receiver seed means of PACE − Local")
+    return fig

@@ -1,0 +1,264 @@
+"""ipywidgets explorers for the notebooks.
+
+Every explorer first renders a **static** figure (so batch runs and exported notebooks show
+something), and attaches widgets only when ``interactive=True`` *and* a live IPython kernel
+with ipywidgets is available; otherwise it degrades to the static output. The figure
+builders (``*_figure``) are plain functions, tested without widgets.
+
+* :func:`alpha_explorer` — receiver × α slider: the CNLL path with the chosen α and the
+  receiver's predicted class counts at that α (vs Local and the truth).
+* :func:`rank_explorer` — rank slider: accuracy and upload / return bytes at that rank.
+* :func:`client_explorer` — client selector: the client's split sizes, label counts,
+  training curves and Local accuracy.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from pace_nb.core.errors import ConfigError
+from pace_nb.viz.pace import FULL, ROW, method_color
+
+
+def _display(obj) -> None:
+    try:
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        print(obj)
+        return
+    display(obj)
+
+
+def _show(fig) -> None:
+    """Display a figure once (and close it so the inline backend does not show it twice)."""
+    _display(fig)
+    plt.close(fig)
+
+
+def widgets_available() -> bool:
+    """True inside a live IPython kernel with ipywidgets importable."""
+    try:
+        import ipywidgets  # noqa: F401
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _want_widgets(interactive: bool) -> bool:
+    if not interactive:
+        return False
+    if not widgets_available():
+        print("(no live Jupyter kernel with ipywidgets: showing the static figure only)")
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------- α explorer
+def alpha_view_figure(logits, paths: pd.DataFrame, receiver: int, alpha: float) -> plt.Figure:
+    """Left: the receiver's validation NLL and test accuracy along α with the chosen α and
+    α*; right: its predicted class counts on test nodes at α, against Local and the truth."""
+    k = len(logits.z_local)
+    if not 0 <= receiver < k:
+        raise ConfigError(f"receiver {receiver} does not exist (0 … {k - 1})")
+    if not 0.0 <= float(alpha) <= 1.0:
+        raise ConfigError(f"alpha must lie in [0, 1], got {alpha}")
+    f = paths[paths["receiver"] == receiver].sort_values("alpha")
+    fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW + 0.2), width_ratios=[1.2, 1])
+    a.plot(f["alpha"], f["val_nll"], color="k", label="validation NLL")
+    a.set(xlabel="α", ylabel="validation NLL", xlim=(0, 1), title=f"receiver {receiver}")
+    tw = a.twinx()
+    tw.grid(False)
+    tw.plot(f["alpha"], 100 * f["test_acc"], color=method_color("pace"), label="test accuracy")
+    tw.set_ylabel("test accuracy (%)")
+    star = logits.alpha_star.get(receiver)
+    if star is not None:
+        a.axvline(star, color="#2ca02c", lw=1.2, label=f"α* = {star:.2f}")
+    a.axvline(alpha, color="#1f77b4", ls="--", lw=1.2, label=f"α = {alpha:.2f}")
+    h1, l1 = a.get_legend_handles_labels()
+    h2, l2 = tw.get_legend_handles_labels()
+    a.legend(h1 + h2, l1 + l2, fontsize="x-small", loc="upper center")
+    tm = logits.test_mask[receiver]
+    y = logits.y[receiver][tm]
+    c = logits.z_local[receiver].shape[1]
+    pred = logits.blend_predictions(receiver, alpha)[tm]
+    local = logits.z_local[receiver][tm].argmax(-1)
+    x = np.arange(c)
+    for off, vals, lab, col in ((-0.27, y, "truth", "#bdbdbd"), (0.0, local, "Local", method_color("local")),
+                                (0.27, pred, f"α = {alpha:.2f}", method_color("pace"))):
+        b.bar(x + off, np.bincount(vals.numpy(), minlength=c), width=0.27, label=lab, color=col)
+    acc = float((pred == y).float().mean()) * 100 if len(y) else float("nan")
+    changed = int((pred != local).sum())
+    b.set(xticks=x, xlabel="class", ylabel="test nodes",
+          title=f"predictions: acc {acc:.1f} %, {changed} changed vs Local")
+    b.legend(fontsize="x-small")
+    return fig
+
+
+def alpha_explorer(logits, paths: pd.DataFrame, interactive: bool = False, receiver: int = 0) -> Any:
+    """Static view of ``receiver`` at its α*; with ``interactive``, a receiver dropdown and an
+    α slider redraw it. Returns the widget box (or None when static)."""
+    start = float(logits.alpha_star.get(receiver, 0.0))
+    _show(alpha_view_figure(logits, paths, receiver, start))
+    if not _want_widgets(interactive):
+        return None
+    import ipywidgets as w
+
+    pick = w.Dropdown(options=list(range(len(logits.z_local))), value=receiver, description="receiver")
+    slide = w.FloatSlider(value=start, min=0.0, max=1.0, step=0.01, description="α", continuous_update=False)
+    out = w.Output()
+
+    def redraw(*_):
+        with out:
+            out.clear_output(wait=True)
+            _show(alpha_view_figure(logits, paths, pick.value, slide.value))
+
+    def jump(change):
+        slide.value = float(logits.alpha_star.get(change["new"], 0.0))
+        redraw()
+
+    pick.observe(jump, names="value")
+    slide.observe(redraw, names="value")
+    box = w.VBox([w.HBox([pick, slide]), out])
+    _display(box)
+    redraw()
+    return box
+
+
+# ----------------------------------------------------------------------------- rank explorer
+def rank_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset × rank (PACE full, pooled rows): accuracy mean ± std, mean bytes up /
+    down per client and their ratios to dense (percent); rank 0 = dense."""
+    f = rows[(rows["method"] == "pace") & (rows["variant"] == "full") & (rows["receiver"] < 0)]
+    if f.empty:
+        raise ConfigError("rank_table needs pooled rows of method 'pace', variant 'full'")
+    k = f["num_clients"].astype(float)
+    f = f.assign(up_per_client=f["bytes_up"] / k, down_per_client=f["bytes_down"] / k)
+    return f.groupby(["dataset", "rank"]).agg(
+        acc_mean=("acc", "mean"), acc_std=("acc", "std"), bytes_up=("up_per_client", "mean"),
+        bytes_down=("down_per_client", "mean"), upload_pct=("upload_ratio", "mean"),
+        return_pct=("return_ratio", "mean"), seeds=("seed", "nunique")).reset_index()
+
+
+def rank_view_figure(rows: pd.DataFrame, rank: int) -> plt.Figure:
+    """Accuracy and bytes per client against rank, the chosen rank highlighted."""
+    tab = rank_table(rows)
+    ranks = sorted(r for r in tab["rank"].unique() if r > 0) + ([0] if (tab["rank"] == 0).any() else [])
+    if rank not in ranks:
+        raise ConfigError(f"rank {rank} was not run; ranks in these rows: {ranks} (0 = dense)")
+    pos = {r: i for i, r in enumerate(ranks)}
+    ticks = [str(r) if r else "Dense" for r in ranks]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW))
+    for ds, f in tab.groupby("dataset"):
+        f = f.assign(x=f["rank"].map(pos)).sort_values("x")
+        a.errorbar(f["x"], f["acc_mean"], yerr=f["acc_std"].fillna(0), marker="o", capsize=2, label=ds)
+        b.plot(f["x"], f["bytes_up"] / 1024, "o-", color="#1f77b4", label=f"{ds}: upload")
+        b.plot(f["x"], f["bytes_down"] / 1024, "s-", color="#ff7f0e", label=f"{ds}: return")
+    loc = rows[(rows["method"] == "local") & (rows["receiver"] < 0)]
+    if len(loc):
+        a.axhline(loc["acc"].mean(), color=method_color("local"), ls="--", lw=1, label="Local")
+    sel = tab[tab["rank"] == rank]
+    for ax in (a, b):
+        ax.axvspan(pos[rank] - 0.3, pos[rank] + 0.3, color="#ffe08a", alpha=0.5, lw=0)
+        ax.set_xticks(range(len(ticks)), ticks)
+        ax.set_xlabel("rank r")
+    a.set(ylabel="PACE accuracy (%)", title=f"rank {ticks[pos[rank]]}: {sel['acc_mean'].mean():.2f} %")
+    b.set(yscale="log", ylabel="KiB per client", title=f"upload {sel['upload_pct'].mean():.1f} %, "
+          f"return {sel['return_pct'].mean():.1f} % of dense")
+    a.legend(fontsize="x-small")
+    b.legend(fontsize="x-small")
+    return fig
+
+
+def rank_explorer(rows: pd.DataFrame, interactive: bool = False, rank: int = 6) -> Any:
+    """Static view at ``rank`` plus its table; with ``interactive``, a rank slider."""
+    tab = rank_table(rows)
+    ranks = sorted(r for r in tab["rank"].unique() if r > 0) + ([0] if (tab["rank"] == 0).any() else [])
+    rank = rank if rank in ranks else ranks[0]
+    _show(rank_view_figure(rows, rank))
+    _display(tab[tab["rank"] == rank].round(3))
+    if not _want_widgets(interactive):
+        return None
+    import ipywidgets as w
+
+    slide = w.SelectionSlider(options=[(str(r) if r else "dense", r) for r in ranks], value=rank,
+                              description="rank", continuous_update=False)
+    out = w.Output()
+
+    def redraw(*_):
+        with out:
+            out.clear_output(wait=True)
+            _show(rank_view_figure(rows, slide.value))
+            _display(tab[tab["rank"] == slide.value].round(3))
+
+    slide.observe(redraw, names="value")
+    box = w.VBox([slide, out])
+    _display(box)
+    redraw()
+    return box
+
+
+# ----------------------------------------------------------------------------- client explorer
+def client_view_figure(parts: pd.DataFrame, curves: pd.DataFrame | None, rows: pd.DataFrame | None,
+                       client: int) -> plt.Figure:
+    """One client: label counts per split, its training curves (all seeds) and its Local
+    test accuracy per seed. ``parts``: :func:`pace_nb.viz.frames.partition_frame`; ``curves``:
+    :func:`pace_nb.viz.frames.curves_frame`; ``rows``: result rows (receiver = client)."""
+    if client not in set(parts["client"]):
+        raise ConfigError(f"client {client} does not exist (0 … {int(parts['client'].max())})")
+    p = parts[parts["client"] == client]
+    fig, axes = plt.subplots(1, 3, figsize=(FULL, ROW), width_ratios=[1.2, 1.2, 0.8])
+    piv = p.pivot_table(index="class", columns="split", values="count", aggfunc="sum")
+    piv = piv[[s for s in ("train", "val", "test") if s in piv.columns]]
+    piv.plot.bar(stacked=True, ax=axes[0], color=["#08519c", "#4292c6", "#9ecae1"], width=0.8)
+    axes[0].set(xlabel="class", ylabel="nodes", title=f"client {client}: {int(p['count'].sum())} nodes")
+    axes[0].tick_params(axis="x", rotation=0)
+    axes[0].legend(fontsize="x-small")
+    if curves is not None and len(curves):
+        c = curves[curves["client"] == client]
+        for seed, g in c.groupby("seed"):
+            axes[1].plot(g["epoch"], g["loss"], lw=1, label=str(seed))
+        axes[1].set(yscale="log", xlabel="epoch", ylabel="training loss", title="training (one line per seed)")
+    if rows is not None and len(rows):
+        r = rows[(rows["receiver"] == client) & rows["method"].isin(["local", "pace"])]
+        pace = r[(r["method"] == "pace") & (r["variant"] == "full")]
+        if len(pace):  # one rank: the paper's 6 when present
+            pace = pace[pace["rank"] == (6 if (pace["rank"] == 6).any() else pace["rank"].iloc[0])]
+        r = pd.concat([r[r["method"] == "local"], pace])
+        for i, (m, g) in enumerate(r.groupby("method")):
+            axes[2].scatter(np.full(len(g), i), g["acc"], color=method_color(m), s=14)
+            axes[2].hlines(g["acc"].mean(), i - 0.3, i + 0.3, color=method_color(m))
+        axes[2].set_xticks(range(r["method"].nunique()), sorted(r["method"].unique()))
+        axes[2].set(ylabel="test accuracy (%)", title="own test nodes")
+    return fig
+
+
+def client_explorer(parts: pd.DataFrame, curves: pd.DataFrame | None = None, rows: pd.DataFrame | None = None,
+                    interactive: bool = False, client: int = 0) -> Any:
+    """Static view of ``client``; with ``interactive``, a client dropdown."""
+    _show(client_view_figure(parts, curves, rows, client))
+    if not _want_widgets(interactive):
+        return None
+    import ipywidgets as w
+
+    pick = w.Dropdown(options=sorted(parts["client"].unique().tolist()), value=client, description="client")
+    out = w.Output()
+
+    def redraw(*_):
+        with out:
+            out.clear_output(wait=True)
+            _show(client_view_figure(parts, curves, rows, pick.value))
+
+    pick.observe(redraw, names="value")
+    box = w.VBox([pick, out])
+    _display(box)
+    redraw()
+    return box
+
+
+__all__ = ["alpha_explorer", "alpha_view_figure", "rank_explorer", "rank_table", "rank_view_figure",
+           "client_explorer", "client_view_figure", "widgets_available"]
