@@ -368,8 +368,7 @@ def test_plain_methods_reuse_local_bit_for_bit(fg, local):
         torch.testing.assert_close(run.model(0, k)["conv2.weight"], expect)
 
 
-@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fednova", "fedrcl", "fedpub", "fedtad", "fedgta",
-                                  "fedaux1r", "fedproto", "moon", "fedadam"])
+@pytest.mark.parametrize("name", method_names())  # every registered federated baseline
 def test_one_round_rows_for_every_method(fg, local, name):
     params = {"glb_epochs": 1, "num_gen": 30, "it_d": 2} if name == "fedtad" else {}
     rows = run_federated(fg, name, (SEED,), config=CFG, local=local, device="cpu", progress=False,

@@ -7,7 +7,7 @@ import pytest
 from pace_nb.cli import main
 from pace_nb.core.errors import UnknownNameError
 from pace_nb.analysis.summary import summarize
-from pace_nb.methods.protocol import available_methods, get_method, register_method, run_protocol
+from pace_nb.methods.protocol import available_methods, get_method, run_protocol
 from pace_nb.nn.training import TrainConfig
 
 QUICK = TrainConfig(epochs=20)

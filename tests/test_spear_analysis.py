@@ -1,7 +1,6 @@
 """SPEAR analyses (pace_nb.methods.spear.analysis) and the ``pace-nb spear`` command, on synthetic federations."""
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np

@@ -23,7 +23,8 @@ from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
 from pace_nb.core.config import cache_dir
-from pace_nb.core.errors import ConfigError, MissingDataError, unknown
+from pace_nb.core.errors import ConfigError, MissingDataError
+from pace_nb.core.registry import Registry
 
 _PLANETOID_EXT = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 _WEBKB_SPLITS = tuple(f"_split_0.6_0.2_{i}.npz" for i in range(10))
@@ -41,6 +42,7 @@ class DatasetSpec:
     files: tuple[str, ...]
     ratios: tuple[float, float, float] = (0.2, 0.4, 0.4)
     raw_subdir: str = "raw"  # path of the raw files relative to ``<root>/<folder>``
+    loader: Callable[[Path], Data] | None = None  # family "custom": raw dir → Data
 
     @property
     def needs_files(self) -> bool:
@@ -57,8 +59,9 @@ def _webkb(name: str) -> DatasetSpec:
     return DatasetSpec(name, low, "webkb", files)
 
 
-#: Canonical name → spec. Split ratios: train/val/test inside each client (DESIGN §4).
-DATASETS: dict[str, DatasetSpec] = {s.name: s for s in [
+#: Canonical name → spec (case-insensitive lookups). Split ratios: train/val/test inside each client (DESIGN §4).
+DATASETS: Registry = Registry("dataset")
+for _spec in [
     _planetoid("Cora"), _planetoid("CiteSeer"), _planetoid("PubMed"),
     DatasetSpec("Computers", "Computers", "amazon", ("amazon_electronics_computers.npz",)),
     DatasetSpec("Photo", "Photo", "amazon", ("amazon_electronics_photo.npz",)),
@@ -69,16 +72,27 @@ DATASETS: dict[str, DatasetSpec] = {s.name: s for s in [
     DatasetSpec("Actor", "Actor", "actor", ("out1_node_feature_label.txt", "out1_graph_edges.txt")
                 + tuple("film" + s for s in _WEBKB_SPLITS)),
     DatasetSpec("demo", "", "demo", ()),
-]}
+]:
+    DATASETS.register(_spec.name, _spec)
+
+
+def register_dataset(name: str, *, files: tuple[str, ...] = (), folder: str | None = None,
+                     ratios: tuple[float, float, float] = (0.2, 0.4, 0.4), raw_subdir: str = "raw"):
+    """Decorator: register ``fn(raw_dir: Path) -> Data`` as dataset ``name`` whose raw ``files``
+    live under ``<data root>/<folder or name>/<raw_subdir>``; the result is made undirected,
+    coalesced and given ``name`` / ``num_classes`` like every built-in dataset."""
+
+    def add(fn: Callable[[Path], Data]) -> Callable[[Path], Data]:
+        DATASETS.register(name, DatasetSpec(name, folder or name, "custom", tuple(files), tuple(ratios), raw_subdir,
+                                            loader=fn))
+        return fn
+
+    return add
 
 
 def canonical_name(name: str) -> str:
     """Case-insensitive lookup of a dataset name → its canonical spelling."""
-    lookup = {k.lower(): k for k in DATASETS}
-    key = str(name).strip().lower()
-    if key not in lookup:
-        raise unknown("dataset", name, DATASETS)
-    return lookup[key]
+    return DATASETS.key(str(name).strip())
 
 
 def get_spec(name: str) -> DatasetSpec:
@@ -199,6 +213,8 @@ def _load_cached(name: str, root: str) -> Data:
         return make_demo()
     if spec.family == "ogb":
         return _load_ogb(spec, Path(root))
+    if spec.family == "custom":
+        return _finish(spec.loader(_require_raw(spec, Path(root))), spec)
     return _load_pyg(spec, Path(root))
 
 

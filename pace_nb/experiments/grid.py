@@ -24,15 +24,19 @@ import pandas as pd
 
 from pace_nb.core.config import DATA_SEED, PAPER_SEEDS, progress as progress_bar
 from pace_nb.core.errors import ConfigError, MissingDataError, PaceNBError
+from pace_nb.core.validation import config_from_mapping, config_keys
 from pace_nb.experiments.store import ResultsStore, stable_key
+from pace_nb.methods.spear.core import SpearConfig
+from pace_nb.nn.training import TrainConfig
 
 PARTITIONS = ("louvain", "metis", "dirichlet")
 SECTIONS = {"grid", "experiment", "spear"}
 GRID_KEYS = {"name", "description", "seeds", "data_seed", "seed_batch", "device", "strict", "data_root"}
 EXPERIMENT_KEYS = {"name", "datasets", "partitions", "beta", "clients", "seeds", "data_seed", "seed_batch",
                    "methods", "methods_if_available", "method_groups", "pace_variants", "ranks", "train", "method_params"}
-SPEAR_KEYS = {"name", "datasets", "beta", "clients", "seeds", "seed_batch", "variants", "T", "a", "gamma",
-              "robustness", "rho", "eta", "efficiency", "rounds"}
+#: [[spear]] keys: the grid's own plus every SpearConfig field (T, a, gamma).
+SPEAR_KEYS = {"name", "datasets", "beta", "clients", "seeds", "seed_batch", "variants",
+              "robustness", "rho", "eta", "efficiency", "rounds"} | config_keys(SpearConfig)
 
 
 @dataclass(frozen=True)
@@ -215,12 +219,10 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
         ranks = _ints(cfg, "ranks", exp.get("ranks", 6), 0)
         options = {"train": exp.get("train", {}), "method_params": exp.get("method_params", {})}
         if options["train"]:
-            from pace_nb.nn.training import TrainConfig
-
             try:
-                TrainConfig(**options["train"])
-            except TypeError as exc:
-                raise cfg.error(f"invalid [experiment.train]: {exc}", "train") from None
+                config_from_mapping(TrainConfig, options["train"], "[experiment.train]")
+            except ConfigError as exc:
+                raise cfg.error(str(exc), "train") from None
         for d in datasets:
             for p in parts:
                 for b in (betas if p == "dirichlet" else [None]):
@@ -237,11 +239,9 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
         variants = [_name(cfg, "SPEAR variant", v, SPEAR_VARIANTS, "variants") for v in _as_list(sp.get("variants", list(SPEAR_VARIANTS)))]
         seeds = _ints(cfg, "seeds", sp.get("seeds", [2024, 2025, 2026]), 0)
         batch = _ints(cfg, "seed_batch", sp.get("seed_batch", len(seeds)), 1)[0]
-        opts = {k: sp[k] for k in ("T", "a", "gamma", "robustness", "rho", "eta", "efficiency", "rounds") if k in sp}
-        if {"T", "a", "gamma"} & opts.keys():
-            from pace_nb.methods.spear.core import SpearConfig
-
-            SpearConfig(**{k: opts[k] for k in ("T", "a", "gamma") if k in opts})
+        opts = {k: sp[k] for k in sorted(config_keys(SpearConfig) | {"robustness", "rho", "eta", "efficiency", "rounds"})
+                if k in sp}
+        SpearConfig(**{k: opts[k] for k in config_keys(SpearConfig) if k in opts})
         for d in datasets:
             for b in _as_list(sp.get("beta", 0.05)):
                 for k in _ints(cfg, "clients", sp.get("clients", 10), 2):

@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-import numpy as np
 import pandas as pd
 
 from pace_nb.core.config import PAPER_SEEDS, DATA_SEED
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import COLUMNS
+from pace_nb.core.validation import check_names, check_ranks, check_seeds
 from pace_nb.methods.registry import METHODS, register_method, runner  # noqa: F401 (re-exported)
 
 MethodFn = Callable[..., pd.DataFrame]
@@ -93,20 +93,14 @@ def run_protocol(
     """
     from pace_nb.nn.training import TrainConfig, train_local
 
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ConfigError("run_protocol needs at least one seed")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"duplicate seeds in {list(seeds)}")
-    specs = [get_method(m) for m in methods]
-    if not specs:
-        raise ConfigError("run_protocol needs at least one method")
-    if len({s.name for s in specs}) != len(specs):
-        raise ConfigError(f"duplicate methods in {list(methods)}")
+    seeds = check_seeds(seeds)
+    specs = [get_method(m) for m in check_names(methods, "methods")]
+    check_names([s.name for s in specs], "methods (after aliases)")
     params = {METHODS.key(k): dict(v) for k, v in (method_params or {}).items()}
-    for r in params.get("pace", {}).get("ranks", ()):
-        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
-            raise ConfigError(f"ranks must be integers >= 1 (0 = dense), got {r!r}")
+    if "ranks" in params.get("pace", {}):
+        params["pace"]["ranks"] = check_ranks(params["pace"]["ranks"])
+    if "variants" in params.get("pace", {}):
+        params["pace"]["variants"] = check_names(params["pace"]["variants"], "PACE variants")
     if isinstance(dataset, str):
         from pace_nb.data.federation import build_federated
 

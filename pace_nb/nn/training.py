@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, ClassVar, Sequence
 
 import pandas as pd
 import torch
@@ -27,6 +27,7 @@ from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
 from pace_nb.core.errors import ConfigError
+from pace_nb.core.validation import Interval, check_seeds, validate_params
 from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params,
                      propagation_matrix, stack_params)
@@ -36,6 +37,13 @@ from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forwar
 class TrainConfig:
     """Local training hyperparameters (PACE paper / OpenFGL defaults)."""
 
+    _parameter_constraints: ClassVar[dict] = {
+        "hidden": [Interval(int, 1, 1 << 16)],
+        "dropout": [Interval(float, 0.0, 1.0, closed="left")],
+        "lr": [Interval(float, 0.0, 10.0, closed="right")],
+        "weight_decay": [Interval(float, 0.0, 1.0)],
+        "epochs": [Interval(int, 0, 100_000)],
+    }
     hidden: int = 64
     dropout: float = 0.5
     lr: float = 0.01
@@ -43,10 +51,7 @@ class TrainConfig:
     epochs: int = 100
 
     def __post_init__(self):
-        if self.hidden < 1 or self.epochs < 0 or self.lr <= 0 or self.weight_decay < 0:
-            raise ConfigError(f"invalid TrainConfig {self}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
+        validate_params(self)
 
     @staticmethod
     def model_seed(run_seed: int, client: int) -> int:
@@ -308,9 +313,7 @@ def train_local(fg: FederatedGraph, seeds: Sequence[int] = PAPER_SEEDS, config: 
     """Train every client's local GCN for every run seed (DESIGN §5 "Local"): W0 =
     ``init_params(F, C, H, seed)`` shared by the clients of a seed; dropout seed
     ``config.model_seed(seed, k)``."""
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ConfigError("train_local needs at least one seed")
+    seeds = check_seeds(seeds)
     k_n = fg.num_clients
     w0 = [init_params(fg.num_features, fg.num_classes, config.hidden, s) for s in seeds]
     init = stack_params([w for w in w0 for _ in range(k_n)])

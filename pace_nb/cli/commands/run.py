@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 
 from pace_nb.core.config import DATA_SEED, PAPER_SEEDS
 from pace_nb.core.errors import ConfigError
+from pace_nb.core.validation import check_clients, check_names, check_ranks, check_seeds
 
 
 def _csv(text: str) -> list[str]:
@@ -29,21 +29,12 @@ def _ints(text: str, what: str) -> list[int]:
 
 
 def _ranks(text: str) -> list[int]:
-    out = []
-    for t in _csv(text):
-        if t.lower() == "dense":
-            out.append(0)
-            continue
-        try:
-            r = int(t)
-        except ValueError:
-            raise ConfigError(f"--rank takes integers >= 1 or 'dense' (0), got {t!r}") from None
-        if r < 0:
-            raise ConfigError(f"--rank must be >= 1 (or 0 / 'dense' for dense carriers), got {r}")
-        out.append(r)
-    if not out:
-        raise ConfigError("--rank needs at least one value")
-    return out
+    items = [t.strip() for t in str(text).split(",")]
+    try:
+        ranks = [0 if t.lower() == "dense" else int(t) for t in items]
+    except ValueError:
+        raise ConfigError(f"--rank takes integers >= 1 or 'dense' (0), got {text!r}") from None
+    return list(check_ranks(ranks, "--rank"))
 
 
 def register(sub) -> None:
@@ -111,12 +102,11 @@ def run(args) -> int:
     from pace_nb.analysis.summary import summarize
     from pace_nb.methods.protocol import run_protocol
 
-    seeds = _ints(args.seeds, "seeds")
+    seeds = list(check_seeds(_ints(args.seeds, "seeds"), "--seeds"))
     ranks = _ranks(args.rank)
-    methods = _csv(args.methods)
-    variants = _csv(args.variants)
-    if args.clients < 1:
-        raise ConfigError(f"--clients must be >= 1, got {args.clients}")
+    methods = list(check_names(str(args.methods).split(","), "--methods"))
+    variants = list(check_names(str(args.variants).split(","), "--variants"))
+    check_clients(args.clients, "--clients")
     config = {"dataset": args.dataset, "partition": args.partition, "num_clients": args.clients,
               "beta": args.beta, "seeds": seeds, "data_seed": args.data_seed, "ranks": ranks,
               "methods": methods, "variants": variants, "device": args.device}

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
 from pace_nb.core.errors import ConfigError
+from pace_nb.core.validation import Interval, Options, check_param, check_seeds  # noqa: F401 (Interval, Options re-exported)
 from pace_nb.methods.registry import METHODS, register_method
 from pace_nb.data.federation import FederatedGraph
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, init_params, stack_params
@@ -172,6 +173,10 @@ class FederatedMethod:
     #: Params keys the server aggregates (others stay with their client).
     shared_keys: ClassVar[tuple[str, ...]] = WEIGHT_KEYS
 
+    #: Declarative hyperparameter checks, merged along the class hierarchy
+    #: (:mod:`pace_nb.core.validation`); ``validate`` adds checks that span several fields.
+    _parameter_constraints: ClassVar[dict] = {}
+
     @dataclass(frozen=True)
     class Config:
         pass
@@ -185,10 +190,17 @@ class FederatedMethod:
             if v is None:
                 raise ConfigError(f"{self.name}: parameter {k!r} is required (got None)")
         self.cfg = self.Config(**hyper)
+        constraints: dict = {}
+        for klass in reversed(type(self).__mro__):
+            constraints.update(klass.__dict__.get("_parameter_constraints", {}))
+        fields = {f.name for f in dataclasses.fields(self.cfg)}
+        for name, allowed in constraints.items():
+            if name in fields:
+                check_param(self.name, name, getattr(self.cfg, name), allowed)
         self.validate()
 
     def validate(self) -> None:
-        """Check hyperparameters; raise :class:`ConfigError` naming the bad one."""
+        """Checks beyond :attr:`_parameter_constraints`; raise :class:`ConfigError` naming the bad one."""
 
     def _require(self, name: str, ok: bool, what: str) -> None:
         if not ok:
@@ -334,9 +346,7 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
         raise ConfigError("method_params only applies when the method is given by name")
     if int(rounds) < 1:
         raise ConfigError(f"rounds must be >= 1, got {rounds}")
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ConfigError("train_federated needs at least one seed")
+    seeds = check_seeds(seeds)
     if local_epochs is None:
         local_epochs = config.epochs if rounds == 1 else 3
     if int(local_epochs) < 1:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from pace_nb.methods.baselines.base import FedContext, FederatedMethod, federated_method, mix, size_weights
+from pace_nb.methods.baselines.base import Options, FedContext, FederatedMethod, federated_method, mix, size_weights
 
 WEIGHTINGS = ("nodes", "train")
 
@@ -30,12 +30,11 @@ class FedAvg(FederatedMethod):
     label = "FedAvg"
     paper = "McMahan et al. 2017, Communication-efficient learning of deep networks from decentralized data"
 
+    _parameter_constraints = {"weighting": [Options(WEIGHTINGS)]}
+
     @dataclass(frozen=True)
     class Config:
         weighting: str = "nodes"
-
-    def validate(self) -> None:
-        self._require("weighting", self.cfg.weighting in WEIGHTINGS, f"one of {WEIGHTINGS}")
 
     def weights(self, ctx: FedContext) -> Tensor:
         return size_weights(client_sizes(ctx, self.cfg.weighting))

@@ -25,7 +25,7 @@ from torch_geometric.nn.models import LabelPropagation
 from torch_geometric.utils import degree
 
 from pace_nb.nn.training import batched_logits
-from pace_nb.methods.baselines.base import FederatedMethod, federated_method, mix
+from pace_nb.methods.baselines.base import Interval, Options, FederatedMethod, federated_method, mix
 
 MOMENT_TYPES = ("raw", "central", "hybrid")
 
@@ -78,6 +78,12 @@ class FedGTA(FederatedMethod):
     paper = "Li et al. 2024, FedGTA: Topology-aware averaging for federated graph learning"
     personalized = True
 
+    _parameter_constraints = {
+        "prop_steps": [Interval(int, 1, None)], "num_moments": [Interval(int, 1, None)],
+        "lp_alpha": [Interval(float, 0, 1)], "temperature": [Interval(float, 0, None, closed="neither")],
+        "moment_type": [Options(MOMENT_TYPES)], "accept_alpha": [Interval(float, -1, 1)],
+    }
+
     @dataclass(frozen=True)
     class Config:
         prop_steps: int = 5
@@ -87,14 +93,6 @@ class FedGTA(FederatedMethod):
         moment_type: str = "hybrid"
         accept_alpha: float = 0.5
 
-    def validate(self) -> None:
-        c = self.cfg
-        self._require("prop_steps", isinstance(c.prop_steps, int) and c.prop_steps >= 1, "an integer >= 1")
-        self._require("num_moments", isinstance(c.num_moments, int) and c.num_moments >= 1, "an integer >= 1")
-        self._require("lp_alpha", 0 <= c.lp_alpha <= 1, "in [0, 1]")
-        self._require("temperature", c.temperature > 0, "> 0")
-        self._require("moment_type", c.moment_type in MOMENT_TYPES, f"one of {MOMENT_TYPES}")
-        self._require("accept_alpha", -1 <= c.accept_alpha <= 1, "in [-1, 1]")
 
     @torch.no_grad()
     def upload(self, ctx, trained):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pace_nb.methods.baselines.base import broadcast, federated_method, per_seed, size_weights
+from pace_nb.methods.baselines.base import Interval, broadcast, federated_method, per_seed, size_weights
 from pace_nb.methods.baselines.fedavg import FedAvg, client_sizes
 
 
@@ -34,6 +34,11 @@ class FedAdam(FedAvg):
     label = "FedAdam"
     paper = "Reddi et al. 2021, Adaptive federated optimization"
 
+    _parameter_constraints = {
+        "server_lr": [Interval(float, 0, None, closed="neither")], "beta1": [Interval(float, 0, 1, closed="left")],
+        "beta2": [Interval(float, 0, 1, closed="left")], "tau": [Interval(float, 0, None, closed="neither")],
+    }
+
     @dataclass(frozen=True)
     class Config:
         server_lr: float = 0.01
@@ -42,12 +47,6 @@ class FedAdam(FedAvg):
         tau: float = 1e-3
         weighting: str = "nodes"
 
-    def validate(self) -> None:
-        super().validate()
-        self._require("server_lr", self.cfg.server_lr > 0, "> 0")
-        self._require("beta1", 0 <= self.cfg.beta1 < 1, "in [0, 1)")
-        self._require("beta2", 0 <= self.cfg.beta2 < 1, "in [0, 1)")
-        self._require("tau", self.cfg.tau > 0, "> 0")
 
     def aggregate(self, ctx, trained, stats):
         p = size_weights(client_sizes(ctx, self.cfg.weighting))

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from pace_nb.nn.gcn import gcn_forward
 from pace_nb.nn.training import TrainStep, _graph
-from pace_nb.methods.baselines.base import FedContext, FederatedMethod, federated_method
+from pace_nb.methods.baselines.base import Interval, FedContext, FederatedMethod, federated_method
 
 
 def class_prototypes(h: Tensor, y: Tensor, num_classes: int) -> tuple[Tensor, Tensor]:
@@ -45,12 +45,12 @@ class FedProto(FederatedMethod):
     personalized = True
     shared_keys = ()
 
+    _parameter_constraints = {"lam": [Interval(float, 0, None)]}
+
     @dataclass(frozen=True)
     class Config:
         lam: float = 1.0
 
-    def validate(self) -> None:
-        self._require("lam", self.cfg.lam >= 0, ">= 0")
 
     def plain_local(self, ctx) -> bool:
         return ctx.round == 0 or self.cfg.lam == 0

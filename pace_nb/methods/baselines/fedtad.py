@@ -18,7 +18,6 @@ One-round adaptation: Local models are reused (plain CE), one upload (θ, ckr), 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pace_nb.nn.gcn import gcn_forward, propagation_matrix
-from pace_nb.methods.baselines.base import FedContext, broadcast, federated_method, per_seed, size_weights
+from pace_nb.methods.baselines.base import Interval, FedContext, broadcast, federated_method, per_seed, size_weights
 from pace_nb.methods.baselines.fedavg import FedAvg, client_sizes
 
 
@@ -128,6 +127,12 @@ class FedTAD(FedAvg):
     label = "FedTAD"
     paper = "Zhu et al. 2024, FedTAD: Topology-aware data-free knowledge distillation for subgraph FL"
 
+    _parameter_constraints = {
+        **{k: [Interval(int, 1, None)] for k in ("max_walk_length", "topk", "num_gen", "noise_dim")},
+        **{k: [Interval(int, 0, None)] for k in ("glb_epochs", "it_g", "it_d")},
+        **{k: [Interval(float, 0, None)] for k in ("lr_g", "lr_d", "lam1", "lam2")},
+    }
+
     @dataclass(frozen=True)
     class Config:
         max_walk_length: int = 5
@@ -142,18 +147,6 @@ class FedTAD(FedAvg):
         lam1: float = 1.0
         lam2: float = 1.0
         weighting: str = "nodes"
-
-    def validate(self) -> None:
-        super().validate()
-        for name in ("max_walk_length", "topk", "num_gen", "noise_dim"):
-            self._require(name, isinstance(getattr(self.cfg, name), int) and getattr(self.cfg, name) >= 1,
-                          "an integer >= 1")
-        for name in ("glb_epochs", "it_g", "it_d"):
-            self._require(name, isinstance(getattr(self.cfg, name), int) and getattr(self.cfg, name) >= 0,
-                          "an integer >= 0")
-        for name in ("lr_g", "lr_d", "lam1", "lam2"):
-            v = getattr(self.cfg, name)
-            self._require(name, math.isfinite(v) and v >= 0, "a finite number >= 0")
 
     def prepare(self, ctx: FedContext) -> None:
         fg = ctx.fg

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.nn.training import TrainStep, client_hidden
-from pace_nb.methods.baselines.base import FedContext, federated_method
+from pace_nb.methods.baselines.base import Interval, FedContext, federated_method
 from pace_nb.methods.baselines.fedavg import FedAvg
 
 
@@ -36,16 +36,14 @@ class MOON(FedAvg):
     label = "MOON"
     paper = "Li et al. 2021, Model-contrastive federated learning"
 
+    _parameter_constraints = {"mu": [Interval(float, 0, None)], "tau": [Interval(float, 0, None, closed="neither")]}
+
     @dataclass(frozen=True)
     class Config:
         mu: float = 1.0
         tau: float = 0.5
         weighting: str = "nodes"
 
-    def validate(self) -> None:
-        super().validate()
-        self._require("mu", self.cfg.mu >= 0, ">= 0")
-        self._require("tau", self.cfg.tau > 0, "> 0")
 
     def plain_local(self, ctx) -> bool:
         return ctx.round == 0 or self.cfg.mu == 0

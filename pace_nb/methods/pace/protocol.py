@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
 import pandas as pd
 import torch
 
 from pace_nb.methods.pace import lowrank
 from pace_nb.core.config import progress as _progress
-from pace_nb.core.errors import ConfigError, unknown
+from pace_nb.core.errors import unknown
+from pace_nb.core.validation import Interval, Options, validate_params
 from pace_nb.methods.evaluation import evaluate_method
 from pace_nb.methods.local import seed_positions
 from pace_nb.methods.registry import register_method
@@ -45,6 +46,14 @@ class PaceConfig:
     """PACE hyperparameters (paper defaults). ``rank = 0`` → dense carriers (Table 5 "Dense");
     ``alpha``: "cnll" or a fixed coefficient in [0, 1]."""
 
+    _parameter_constraints: ClassVar[dict] = {
+        "rank": [Interval(int, 0, None)],
+        "eps": [Interval(float, 0.0, 1e-3, closed="right")],
+        "consensus": [Options(("regmean", "mean"))],
+        "sketch": [Options(("propagated", "raw"))],
+        "ret": [Options(("correction", "direct"))],
+        "alpha": [Options(("cnll",)), Interval(float, 0.0, 1.0)],
+    }
     rank: int = 6
     eps: float = EPS
     consensus: Literal["regmean", "mean"] = "regmean"
@@ -53,15 +62,7 @@ class PaceConfig:
     alpha: str | float = "cnll"
 
     def __post_init__(self) -> None:
-        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 0:
-            raise ConfigError(f"PACE rank must be an integer >= 1, or 0 for dense carriers; got {self.rank!r}")
-        if isinstance(self.alpha, str):
-            if self.alpha != "cnll":
-                raise ConfigError(f"PACE alpha must be 'cnll' or a number in [0, 1], got {self.alpha!r}")
-        elif not 0.0 <= float(self.alpha) <= 1.0:
-            raise ConfigError(f"PACE alpha must lie in [0, 1], got {self.alpha}")
-        self.transport_config  # validates consensus / ret / eps
-        self.sketch_config  # validates sketch kind
+        validate_params(self)
 
     @property
     def carrier_rank(self) -> int | None:

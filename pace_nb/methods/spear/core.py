@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from pace_nb.core.errors import ConfigError, unknown
+from pace_nb.core.validation import Interval, validate_params
 from pace_nb.core.schema import SPEAR_VARIANT_LABELS
 
 #: Server aggregation modes: calibrated (Eq. shrinkage), naive unweighted mean, pooled counts.
@@ -47,17 +49,17 @@ VARIANT_LABELS = SPEAR_VARIANT_LABELS
 class SpearConfig:
     """SPEAR hyperparameters (paper defaults): T PPR steps, propagation weight a, shrinkage γ."""
 
+    _parameter_constraints: ClassVar[dict] = {
+        "T": [Interval(int, 0, 64)],  # a0^T weights vanish long before 64 steps
+        "a": [Interval(float, 0.0, 1.0, closed="left")],
+        "gamma": [Interval(float, 0.0, None, closed="neither")],
+    }
     T: int = 2
     a: float = 0.5
     gamma: float = 0.1
 
     def __post_init__(self):
-        if int(self.T) != self.T or self.T < 0:
-            raise ConfigError(f"SPEAR T must be a non-negative integer, got {self.T!r}")
-        if not 0.0 <= float(self.a) < 1.0:
-            raise ConfigError(f"SPEAR propagation weight a must lie in [0, 1), got {self.a!r}")
-        if not float(self.gamma) > 0.0:
-            raise ConfigError(f"SPEAR shrinkage gamma must be > 0, got {self.gamma!r}")
+        validate_params(self)
 
     def for_variant(self, variant: str) -> tuple["SpearConfig", str]:
         """(config with T = 0 when the variant drops PPR, server aggregation mode)."""

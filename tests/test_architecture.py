@@ -1,0 +1,128 @@
+"""The package's layers: imports flow one way, and no module imports itself back in a cycle.
+
+core → data → nn → methods → experiments → analysis → viz → notebooks / cli
+(docs/ARCHITECTURE.md). Every ``import`` statement counts, including those inside functions:
+a lazy upward import is still an upward dependency.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import pace_nb
+
+PKG = Path(pace_nb.__file__).resolve().parent
+LAYERS = {"core": 0, "data": 1, "nn": 2, "methods": 3, "experiments": 4, "flower": 4, "analysis": 5, "viz": 6,
+          "notebooks": 7, "cli": 8}
+EXEMPT = {"pace_nb", "pace_nb._compat", "pace_nb.__main__"}  # the front door and the deprecation alias
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, top_level_only: bool = False) -> set[str]:
+    """Absolute pace_nb modules imported by ``path`` (relative imports resolved)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    me = module_name(path)
+    pkg = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    out = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "pace_nb"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod.split(".")[0] != "pace_nb":
+                continue
+            out.add(mod)
+            for a in node.names:  # ``from pace_nb.methods import local`` imports a submodule
+                if (PKG.parent / Path(*f"{mod}.{a.name}".split("."))).with_suffix(".py").exists():
+                    out.add(f"{mod}.{a.name}")
+    return out
+
+
+def layer(module: str) -> int | None:
+    parts = module.split(".")
+    return LAYERS.get(parts[1]) if len(parts) > 1 else None
+
+
+SOURCES = sorted(p for p in PKG.rglob("*.py") if "paper_values" not in p.parts or p.name == "__init__.py")
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: module_name(p))
+def test_imports_flow_one_way(path):
+    me = module_name(path)
+    if me in EXEMPT:
+        return
+    mine = layer(me)
+    assert mine is not None, f"{me} is in no layer; add its subpackage to LAYERS and docs/ARCHITECTURE.md"
+    upward = sorted(m for m in imports(path) if m not in EXEMPT and (layer(m) or 0) > mine)
+    assert not upward, f"{me} (layer {mine}) imports upward: {upward}"
+
+
+def test_no_import_cycles():
+    graph = {module_name(p): {m for m in imports(p, top_level_only=True) if m != module_name(p)} for p in SOURCES}
+    # importing a module imports its parent packages first
+    for mod in list(graph):
+        parent = mod.rpartition(".")[0]
+        while parent and parent != "pace_nb":
+            graph.setdefault(mod, set()).add(parent)
+            parent = parent.rpartition(".")[0]
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph.get(m, ())):
+            if n.startswith(m + "."):  # a package importing its own submodules is not a cycle
+                continue
+            if state.get(n) == 1:
+                cycle = stack[stack.index(n):] + [n]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if n in graph and not state.get(n):
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if not state.get(m):
+            visit(m)
+
+
+def test_the_checker_catches_an_upward_import(tmp_path):
+    fake = PKG / "core" / "_upward_probe.py"
+    fake.write_text("def f():\n    from pace_nb.viz import pace\n")
+    try:
+        assert "pace_nb.viz.pace" in imports(fake)
+        assert layer("pace_nb.viz.pace") > layer(module_name(fake))
+    finally:
+        fake.unlink()
+
+
+def test_old_import_paths_still_work():
+    import importlib
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = importlib.import_module("pace_nb.models")
+        from pace_nb.baselines.fedavg import FedAvg as OldFedAvg
+    from pace_nb.methods.baselines.fedavg import FedAvg
+    from pace_nb.nn import gcn
+
+    assert old is gcn and OldFedAvg is FedAvg and old.__spec__.name == "pace_nb.nn.gcn"
+    assert any(issubclass(w.category, DeprecationWarning) and "pace_nb.nn.gcn" in str(w.message) for w in caught)
+
+
+def test_public_api():
+    for name in pace_nb.__all__:
+        assert getattr(pace_nb, name) is not None
