@@ -61,7 +61,7 @@ class NotebookContext:
     def save(self, fig, what: str, dataset: bool = True) -> None:
         """Save ``fig`` as ``<notebook prefix>_<what>[_<dataset>]`` (PNG + PDF; paths appended
         to ``saved``) and keep it open so that it still shows inline."""
-        from pace_nb.viz.pace import save_figure
+        from pace_nb.viz.style import save_figure
 
         stem = "_".join([self.notebook.split("_")[0], what] + ([self.dataset] if dataset else []))
         self.saved.extend(save_figure(fig, stem, self.figures_dir))
@@ -102,7 +102,7 @@ def setup_notebook(notebook: str, dataset: str, *, clients: int = 10, seeds: int
     files are absent — before any work starts."""
     from pace_nb.data.datasets import canonical_name, get_spec, missing_files, raw_dir
     from pace_nb.core.errors import MissingDataError
-    from pace_nb.viz.pace import set_style
+    from pace_nb.viz.style import set_style
 
     name = canonical_name(dataset)
     if get_spec(name).needs_files:

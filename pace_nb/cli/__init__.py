@@ -1,6 +1,7 @@
 """``pace-nb``: the scriptable face of pace_nb (DESIGN §11).
 
-Each subcommand lives in ``pace_nb/commands/<name>.py`` and exposes ``register(sub)``.
+Each subcommand lives in ``pace_nb/cli/commands/<name>.py`` and exposes ``register(sub)``
+(adds its parser, sets ``func=run``); list it in :data:`COMMANDS`.
 """
 from __future__ import annotations
 
@@ -33,13 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"pace_nb.cli.commands.{name}")
-        except ModuleNotFoundError as exc:  # a command not built yet
-            if exc.name != f"pace_nb.cli.commands.{name}":
-                raise
-            continue
-        module.register(sub)
+        importlib.import_module(f"pace_nb.cli.commands.{name}").register(sub)
     return parser
 
 

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from pace_nb.viz.pace import COLUMN, FULL, ROW, _grid, _require, method_color
+from pace_nb.viz.style import COLUMN, FULL, ROW, method_color, panel_grid as _grid, require_columns as _require
 
 
 def _class_palette(labels) -> dict:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from pace_nb.core.errors import ConfigError
-from pace_nb.viz.pace import FULL, ROW, method_color
+from pace_nb.viz.style import FULL, ROW, method_color
 
 
 def _display(obj) -> None:
