@@ -89,6 +89,10 @@ class Registry(Generic[T]):
         """Canonical names in registration order."""
         return list(self._entries)
 
+    def values(self) -> list[T]:
+        """Registered objects in registration order."""
+        return [e.obj for e in self._entries.values()]
+
     def items(self) -> list[tuple[str, T]]:
         return [(k, e.obj) for k, e in self._entries.items()]
 

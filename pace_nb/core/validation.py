@@ -89,12 +89,15 @@ class Is:
         return " or ".join("None" if k is type(None) else k.__name__ for k in kinds)
 
 
-def check_param(owner: str, name: str, value: Any, constraints: Sequence) -> None:
-    """Raise :class:`ConfigError` unless ``value`` satisfies one of ``constraints``."""
+def check_param(owner: str, name: str, value: Any, constraints: Sequence, help: str = "") -> None:
+    """Raise :class:`ConfigError` unless ``value`` satisfies one of ``constraints``.
+
+    ``help`` (a field's ``metadata["help"]``) names what the parameter means in the message."""
     if any(c.is_satisfied_by(value) for c in constraints):
         return
     what = " or ".join(map(str, constraints))
-    raise ConfigError(f"{owner}: parameter {name!r} must be {what}, got {value!r}")
+    label = f"{name!r} ({help})" if help else repr(name)
+    raise ConfigError(f"{owner}: parameter {label} must be {what}, got {value!r}")
 
 
 def validate_params(obj: Any, constraints: Mapping[str, Sequence] | None = None) -> None:
@@ -103,7 +106,7 @@ def validate_params(obj: Any, constraints: Mapping[str, Sequence] | None = None)
     owner = type(obj).__qualname__
     for f in dataclasses.fields(obj):
         if f.name in constraints:
-            check_param(owner, f.name, getattr(obj, f.name), constraints[f.name])
+            check_param(owner, f.name, getattr(obj, f.name), constraints[f.name], f.metadata.get("help", ""))
 
 
 def config_keys(cls: type) -> set[str]:

@@ -21,7 +21,7 @@ of the local prototypes of each class; ``no_both`` = T = 0 and count-weighted pr
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -54,9 +54,9 @@ class SpearConfig:
         "a": [Interval(float, 0.0, 1.0, closed="left")],
         "gamma": [Interval(float, 0.0, None, closed="neither")],
     }
-    T: int = 2
-    a: float = 0.5
-    gamma: float = 0.1
+    T: int = field(default=2, metadata={"help": "PPR steps"})
+    a: float = field(default=0.5, metadata={"help": "propagation weight"})
+    gamma: float = field(default=0.1, metadata={"help": "shrinkage strength"})
 
     def __post_init__(self):
         validate_params(self)
