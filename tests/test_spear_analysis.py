@@ -41,7 +41,7 @@ def test_ablation_rows_and_semantics():
 def test_robustness_drop_and_zero_noise():
     fg = fed()
     df = sa.robustness(fg, rho=0.5, eta=0.5, seed=1)
-    assert list(df["condition"]) == ["clean", "edges", "features"]
+    assert list(df["condition"]) == ["clean", "edges", "features"] and (df["scope"] == "clients").all()
     assert df["drop"].tolist() == pytest.approx((df["acc"].iloc[0] - df["acc"]).tolist())
     assert df.loc[1, "rho"] == 0.5 and df.loc[2, "eta"] == 0.5 and df.loc[0, "drop"] == 0
     zero = sa.robustness(fg, rho=0.0, eta=0.0)

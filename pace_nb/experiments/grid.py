@@ -36,7 +36,7 @@ EXPERIMENT_KEYS = {"name", "datasets", "partitions", "beta", "clients", "seeds",
                    "methods", "methods_if_available", "method_groups", "pace_variants", "ranks", "train", "method_params"}
 #: [[spear]] keys: the grid's own plus every SpearConfig field (T, a, gamma).
 SPEAR_KEYS = {"name", "datasets", "beta", "clients", "seeds", "seed_batch", "variants",
-              "robustness", "rho", "eta", "efficiency", "rounds"} | config_keys(SpearConfig)
+              "robustness", "rho", "eta", "scope", "efficiency", "rounds"} | config_keys(SpearConfig)
 
 
 @dataclass(frozen=True)
@@ -239,8 +239,10 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
         variants = [_name(cfg, "SPEAR variant", v, SPEAR_VARIANTS, "variants") for v in _as_list(sp.get("variants", list(SPEAR_VARIANTS)))]
         seeds = _ints(cfg, "seeds", sp.get("seeds", [2024, 2025, 2026]), 0)
         batch = _ints(cfg, "seed_batch", sp.get("seed_batch", len(seeds)), 1)[0]
-        opts = {k: sp[k] for k in sorted(config_keys(SpearConfig) | {"robustness", "rho", "eta", "efficiency", "rounds"})
+        opts = {k: sp[k] for k in sorted(config_keys(SpearConfig) | {"robustness", "rho", "eta", "scope", "efficiency", "rounds"})
                 if k in sp}
+        if opts.get("robustness"):  # the perturbation scope is part of the cell (DESIGN §12)
+            opts["scope"] = _name(cfg, "perturbation scope", opts.get("scope", "clients"), ("clients", "global"), "scope")
         SpearConfig(**{k: opts[k] for k in config_keys(SpearConfig) if k in opts})
         for d in datasets:
             for b in _as_list(sp.get("beta", 0.05)):
@@ -266,7 +268,8 @@ def _run_spear_cell(cell: Cell, data_root=None) -> pd.DataFrame:
         fg = sa.federation(cell.dataset, beta=cell.beta, num_clients=cell.num_clients, seed=seed, data_root=data_root)
         frames.append(sa.ablation(fg, config, cell.variants))
         if opts.get("robustness"):
-            rob = sa.robustness(fg, config, rho=opts.get("rho", 0.5), eta=opts.get("eta", 0.5))
+            rob = sa.robustness(fg, config, rho=opts.get("rho", 0.5), eta=opts.get("eta", 0.5),
+                                scope=opts.get("scope", "global"))
             rob = rob[rob["condition"] != "clean"].copy()  # clean = the ablation's "full" row
             rob["variant"] = rob["condition"].map({"edges": "edge_noise", "features": "feature_noise"})
             frames.append(rob)
