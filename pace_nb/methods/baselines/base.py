@@ -264,6 +264,10 @@ class FederatedMethod:
     def after_round(self, ctx: FedContext, trained: Params, returned: Params) -> None:
         """Bookkeeping at the end of a round (e.g. MOON keeps the previous local models)."""
 
+    def diagnostics(self, ctx: FedContext) -> dict[str, Any]:
+        """JSON-able readings recorded in the run's params (e.g. FedPub's similarity diagonal)."""
+        return {}
+
     # -- helpers ------------------------------------------------------------------------
     def with_private(self, ctx: FedContext, shared: Params, trained: Params) -> Params:
         """Returned Params = aggregated shared keys + each receiver's own private keys."""
@@ -385,7 +389,7 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
                         bytes_up=[int(rounds) * b for b in up], bytes_down=[int(rounds) * b for b in down],
                         seconds=time.perf_counter() - t0,
                         params={"method": method.name, "rounds": int(rounds), "local_epochs": int(local_epochs),
-                                **method.hyperparameters()},
+                                **method.hyperparameters(), **method.diagnostics(ctx)},
                         history=history)
 
 
