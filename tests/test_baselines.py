@@ -304,18 +304,31 @@ def test_fedtad_diversity_and_no_distillation_is_fedavg(fg):
 
 
 def test_rcl_loss_by_hand():
-    f = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
-    y = torch.tensor([0, 0, 1])
+    """Released FedRCL loss on a 4-sample toy batch, term by term with numpy loops."""
+    f = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [-0.6, 0.8]])
+    y = torch.tensor([0, 0, 1, 1])
     tau, lam = 0.5, 0.7
-    s = F.normalize(f, dim=1) @ F.normalize(f, dim=1).t()
-    total = 0.0
-    for i in (0, 1):  # anchors with a positive
-        j = 1 - i
-        others = [a for a in range(3) if a != i]
-        scl = -(s[i, j] / tau - torch.logsumexp(torch.stack([s[i, a] / tau for a in others]), 0))
-        dp = math.log(math.exp(1 / tau) + (math.exp(float(s[i, j]) / tau) if s[i, j] > lam else 0)) - 1 / tau
-        total += float(scl) + dp
-    assert float(rcl_loss(f, y, tau, lam, 1.0)) == pytest.approx(total / 2, rel=1e-5)
+    u = f.numpy() / np.linalg.norm(f.numpy(), axis=1, keepdims=True)
+    s = u @ u.T
+    total_scl, total_relax = 0.0, 0.0
+    for i in range(4):
+        same = [j for j in range(4) if y[j] == y[i]]
+        other = sorted((s[i, j] for j in range(4) if y[j] != y[i]), reverse=True)[:2]
+        p = min(s[i, j] for j in same)  # hardest positive (self included)
+        logits = np.array([p] + other) / tau
+        total_scl += -(logits[0] - np.log(np.exp(logits).sum()))
+        q = min(s[i, j] for j in same if j != i)
+        q = q if q >= lam else -1.0
+        pair = np.array([s[i, i], q]) / tau
+        total_relax += -(pair[0] - np.log(np.exp(pair).sum()))
+    expect = total_scl / 4 + total_relax / 4
+    assert float(rcl_loss(f, y, tau, lam)) == pytest.approx(expect, rel=1e-5)
+    # s(0,1) = 0.8 >= 0.7 is relaxed; s(2,3) = 0.8 too: lowering the threshold above 0.8 removes both
+    no_relax = total_scl / 4 + 4 * (np.log(np.exp(2.0) + np.exp(-2.0)) - 2.0) / 4
+    assert float(rcl_loss(f, y, tau, 0.9)) == pytest.approx(no_relax, rel=1e-5)
+    # a lone class-0 anchor: its positive is itself, its negatives the two most similar others
+    lone = rcl_loss(f[[0, 2, 3]], torch.tensor([0, 1, 1]), tau, lam)
+    assert math.isfinite(float(lone))
 
 
 def test_fedaux_factorized_kernel_matches_dense_and_weights_use_aux(fg):

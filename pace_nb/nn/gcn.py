@@ -272,12 +272,14 @@ def batch_graphs(xs: Sequence[Tensor], props: Sequence[Tensor], nmax: int | None
     return BatchedGraphs(sizes, nmax, f, P.to(dev), Pt.to(dev), x.to(dev), None if xt is None else xt.to(dev))
 
 
-def batched_forward(params: Params, g: BatchedGraphs, *, dropout_masks: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def batched_forward(params: Params, g: BatchedGraphs, *, dropout_masks: Tensor | None = None,
+                    with_pre: bool = False) -> tuple[Tensor, ...]:
     """Logits [B, nmax, C] and post-ReLU pre-dropout hidden [B, nmax, H] of B GCNs at once.
 
     Same math as :func:`gcn_forward` per model; ``dropout_masks`` [B, nmax, H] (scaled keep-masks,
     zero on padding rows) multiplies the hidden layer. Padding rows carry no edges, so they never
-    reach a real node; their logits are garbage and must be ignored.
+    reach a real node; their logits are garbage and must be ignored. ``with_pre`` → also the
+    pre-ReLU layer-1 output [B, nmax, H] (a third element).
     """
     b, n = g.num_models, g.nmax
     w1 = effective_weight(params, 1).transpose(1, 2)  # [B, F, H]; a view when stored transposed
@@ -286,8 +288,9 @@ def batched_forward(params: Params, g: BatchedGraphs, *, dropout_masks: Tensor |
         xw = _SpMM.apply(g.x, g.xt, w1.reshape(b * g.num_features, h_dim))
     else:
         xw = torch.bmm(g.x, w1).view(b * n, h_dim)
-    h = F.relu(_SpMM.apply(g.P, g.Pt, xw).view(b, n, h_dim) + params["conv1.bias"][:, None, :])
+    pre = _SpMM.apply(g.P, g.Pt, xw).view(b, n, h_dim) + params["conv1.bias"][:, None, :]
+    h = F.relu(pre)
     hd = h if dropout_masks is None else h * dropout_masks
     t = _BatchedLinear.apply(hd, effective_weight(params, 2)).view(b * n, -1)
     z = _SpMM.apply(g.P, g.Pt, t).view(b, n, -1) + params["conv2.bias"][:, None, :]
-    return linear_head(params, z), h
+    return (linear_head(params, z), h, pre) if with_pre else (linear_head(params, z), h)

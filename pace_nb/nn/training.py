@@ -69,6 +69,7 @@ class TrainStep:
     models: list[int]  # global model indices (into train_models' B) of this chunk
     clients: list[int]  # client index of each model
     epoch: int
+    pre_hidden: list[Tensor] | None = None  # per model: pre-ReLU layer-1 output (FedRCL's feature)
 
 
 def _check_inputs(clients, init: Params, model_seeds, client_of, config: TrainConfig) -> int:
@@ -195,13 +196,13 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
         if masks is not None:
             for i, n in enumerate(sizes):
                 dropout_mask((n, config.hidden), config.dropout, gens[i], device, out=masks[i, :n])
-        z, h = batched_forward(params, g, dropout_masks=masks)
+        z, h, pre = batched_forward(params, g, dropout_masks=masks, with_pre=True)
         zt = z.view(b * nmax, -1)[tr_idx]
         ce = F.cross_entropy(zt, tr_y, reduction="none")
         loss = (ce * tr_w).sum()
         if extra_loss is not None:
             step = TrainStep(params, [h[i, :n] for i, n in enumerate(sizes)], [z[i, :n] for i, n in enumerate(sizes)],
-                             list(models), list(client_of), epoch)
+                             list(models), list(client_of), epoch, [pre[i, :n] for i, n in enumerate(sizes)])
             loss = loss + extra_loss(step)
         loss.backward()
         opt.step()
