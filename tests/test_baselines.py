@@ -341,7 +341,7 @@ def test_fedaux_factorized_kernel_matches_dense_and_weights_use_aux(fg):
         k = torch.exp(-(s[:, None] - s[None, :]) ** 2 / sigma**2)
         torch.testing.assert_close(kernel_smooth(h, a, sigma), k @ h / k.sum(1, keepdim=True), rtol=1e-5, atol=1e-5)
     ctx = _ctx(fg)
-    m = make_method("fedaux1r")
+    m = make_method("fedaux1r", similarity="aux", head="aux")
     start = m.start_models(ctx, ctx.start)
     assert torch.equal(start["aux"][0], start["aux"][2])  # a0 shared through the global model
     trained = dict(start)

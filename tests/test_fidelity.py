@@ -81,3 +81,77 @@ def test_fedpub_run_records_similarity_diagonal(fg, layers):
         torch.testing.assert_close(run.returned[key], prune_masks(run.trained, 1e-3)[key])
     wf = w.float()
     torch.testing.assert_close(run.returned["conv1.bias"], wf @ run.trained["conv1.bias"], rtol=1e-4, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- FedAux-1R: [h ‖ z] classifier
+def _ctx(fg, seeds=(SEED,)):
+    from pace_nb.methods.baselines.base import FedContext
+    from pace_nb.nn.gcn import init_params
+
+    w0 = [init_params(fg.num_features, fg.num_classes, 64, s) for s in seeds]
+    ctx = FedContext(fg=fg, seeds=tuple(seeds), config=TrainConfig(epochs=5), rounds=1, device=torch.device("cpu"), init=w0)
+    ctx.start = stack_params([w for w in w0 for _ in range(fg.num_clients)])
+    return ctx
+
+
+def test_fedaux_concat_head_forward_loss_and_similarity_by_hand(fg):
+    import torch.nn.functional as F
+
+    m = make_method("fedaux1r")
+    assert m.cfg.head == "concat" and m.cfg.similarity == "params"
+    ctx = _ctx(fg)
+    m.prepare(ctx)
+    start = m.start_models(ctx, ctx.start)
+    g = torch.Generator().manual_seed(3)
+    trained = {k: v + 0.05 * torch.randn(v.shape, generator=g) for k, v in start.items()}
+    c = fg.clients[1]
+    p1 = {k: v[1] for k, v in trained.items()}
+    # forward by hand (dense kernel, float64)
+    P = propagation_matrix(c.edge_index, c.num_nodes).to_dense().double()
+    d = {k: v.double() for k, v in p1.items()}
+    h = torch.relu(P @ c.x.double() @ d["conv1.weight"].T + d["conv1.bias"])
+    s = F.cosine_similarity(h, d["aux"].unsqueeze(0), dim=-1)
+    kern = torch.exp(-(s[:, None] - s[None, :]) ** 2)
+    z = kern @ h / kern.sum(1, keepdim=True)
+    logits = P @ (torch.cat([h, z], 1) @ torch.cat([d["conv2.weight"], d["conv2.zweight"]], 1).T) + d["conv2.bias"]
+    torch.testing.assert_close(m.eval_forward(p1, c).double(), logits, rtol=1e-3, atol=1e-4)
+    # the local objective: trainer CE (plain GCN) + local_loss == CE of the [h ‖ z] logits
+    params = {k: v[1:2].clone().requires_grad_(True) for k, v in trained.items()}  # a chunk of one model
+    Ps = propagation_matrix(c.edge_index, c.num_nodes)
+    zp, hh = gcn_forward({k: v[0] for k, v in params.items()}, c.x, Ps, return_hidden=True)
+    tm = c.train_mask
+
+    class Step:
+        pass
+
+    step = Step()
+    step.params, step.hidden, step.logits, step.clients, step.models = params, [hh], [zp], [1], [1]
+    total = F.cross_entropy(zp[tm], c.y[tm]) + m.local_loss(step, ctx)
+    want = F.cross_entropy(logits[tm].float(), c.y[tm])
+    assert float(total.detach()) == pytest.approx(float(want), rel=1e-4)
+    total.backward()
+    assert params["aux"].grad[0].abs().sum() > 0 and params["conv2.zweight"].grad[0].abs().sum() > 0
+    # server: exp(10 cos) over ALL shared parameters, the auxiliary vector and W_z included
+    out = m.aggregate(ctx, trained, {})
+    flat = torch.cat([trained[k].flatten(1) for k in m.shared_keys], 1)
+    torch.testing.assert_close(ctx.state["weights"][0], similarity_weights(flat, 10.0))
+    assert "conv2.zweight" in m.shared_keys and "aux" in m.shared_keys
+    zw = trained["conv2.zweight"]
+    torch.testing.assert_close(out["conv2.zweight"], (ctx.state["weights"][0].float() @ zw.flatten(1)).view(zw.shape))
+
+
+def test_fedaux_run_evaluates_with_the_concat_head(fg):
+    from pace_nb.methods.baselines import evaluate_run
+    from pace_nb.nn.training import train_local
+
+    cfg = TrainConfig(epochs=5)
+    local = train_local(fg, (SEED,), cfg, device="cpu", progress=False)
+    run = train_federated(fg, "fedaux1r", 1, 5, (SEED,), config=cfg, local=local, device="cpu", progress=False)
+    assert run.forward is not None and "conv2.zweight" in run.returned
+    rows = evaluate_run(fg, run, local, variants=("native",))
+    m = make_method("fedaux1r")
+    for r in [r for r in rows if r["receiver"] >= 0]:
+        k = r["receiver"]
+        c = fg.clients[k]
+        pred = m.eval_forward(run.model(0, k), c).argmax(1)
+        assert r["acc"] == pytest.approx(100 * float((pred[c.test_mask] == c.y[c.test_mask]).float().mean()))

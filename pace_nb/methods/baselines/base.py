@@ -173,6 +173,9 @@ class FederatedMethod:
     #: Params keys the server aggregates (others stay with their client).
     shared_keys: ClassVar[tuple[str, ...]] = WEIGHT_KEYS
 
+    #: ``eval_forward(params, client) -> logits``: a method whose deployed model is not the plain
+    #: GCN (FedAux's ``[h ‖ z]`` classifier) defines it; None = :func:`gcn_forward`.
+    eval_forward: ClassVar[Any] = None
     #: Declarative hyperparameter checks, merged along the class hierarchy
     #: (:mod:`pace_nb.core.validation`); ``validate`` adds checks that span several fields.
     _parameter_constraints: ClassVar[dict] = {}
@@ -310,6 +313,7 @@ class FederatedRun:
     seconds: float
     params: dict[str, Any]
     history: list[dict[str, Any]] = field(default_factory=list)
+    forward: Any = None  # the method's eval_forward, when its deployed model is not the plain GCN
 
     def model(self, s: int, k: int) -> Params:
         """Deployed Params of client ``k`` under the ``s``-th seed."""
@@ -390,7 +394,7 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
                         seconds=time.perf_counter() - t0,
                         params={"method": method.name, "rounds": int(rounds), "local_epochs": int(local_epochs),
                                 **method.hyperparameters(), **method.diagnostics(ctx)},
-                        history=history)
+                        history=history, forward=method.eval_forward)
 
 
 def evaluate_run(fg: FederatedGraph, run: FederatedRun, local: LocalModels, *, variants=("native", "cnll"),
@@ -417,7 +421,8 @@ def evaluate_run(fg: FederatedGraph, run: FederatedRun, local: LocalModels, *, v
         rp = {k: v[idx] for k, v in run.returned.items()}
         z_local = (local_logits[s] if local_logits is not None and s in local_logits
                    else batched_logits(lp, fg.clients, list(range(k_n)), device=device))
-        z_ext = batched_logits(rp, fg.clients, list(range(k_n)), device=device)
+        z_ext = (batched_logits(rp, fg.clients, list(range(k_n)), device=device) if run.forward is None else
+                 [run.forward({n: v[k] for n, v in rp.items()}, fg.clients[k]) for k in range(k_n)])
         for variant in variants:
             rows += evaluate_method(
                 fg, z_local, z_ext, alpha=None if variant == "native" else "cnll", seed=seed,
