@@ -155,3 +155,54 @@ def test_fedaux_run_evaluates_with_the_concat_head(fg):
         c = fg.clients[k]
         pred = m.eval_forward(run.model(0, k), c).argmax(1)
         assert r["acc"] == pytest.approx(100 * float((pred[c.test_mask] == c.y[c.test_mask]).float().mean()))
+
+
+# ----------------------------------------------------------------------------- FedNova-SGD (diagnostic)
+def test_fednova_momentum_a_matches_the_unrolled_momentum_recursion():
+    from pace_nb.methods.baselines.fednova import momentum_a, momentum_norm
+
+    rho, tau = 0.9, 7
+    # unroll v_t = ρ v_{t−1} + g_t, x_t = x_{t−1} − η v_t with one-hot "gradients": the coefficient of g_j in
+    # x_τ − x_0 (divided by −η) is a_j
+    coef = np.zeros(tau)
+    for j in range(tau):
+        v, total = 0.0, 0.0
+        for t in range(tau):
+            v = rho * v + (1.0 if t == j else 0.0)
+            total += v
+        coef[j] = total
+    np.testing.assert_allclose(momentum_a(tau, rho).numpy(), coef, rtol=1e-12)
+    closed = (tau - rho * (1 - rho**tau) / (1 - rho)) / (1 - rho)
+    assert float(momentum_norm(tau, rho)) == pytest.approx(closed, rel=1e-12)
+    assert float(momentum_norm(tau, rho)) == pytest.approx(coef.sum(), rel=1e-12)
+    assert float(momentum_norm(5, 0.0)) == pytest.approx(5.0)  # plain SGD: ‖a‖₁ = τ
+
+
+def test_fednova_sgd_trains_with_momentum_sgd_and_normalizes(fg):
+    from pace_nb.nn.gcn import init_params
+    from pace_nb.nn.training import train_models
+
+    cfg = TrainConfig(epochs=4, dropout=0.0)
+    run = train_federated(fg, "fednova_sgd", 1, 4, (SEED,), config=cfg, device="cpu", progress=False)
+    assert run.params["momentum"] == 0.9
+    # the clients' models are momentum-SGD models: compare with torch.optim.SGD on one client
+    w0 = init_params(fg.num_features, fg.num_classes, 64, SEED)
+    from pace_nb.methods.baselines.base import round_model_seed
+
+    mine, _ = train_models(fg.clients, stack_params([w0]), [round_model_seed(SEED, 0, 0)], [0], cfg, device="cpu",
+                           progress=False, optimizer={"name": "sgd", "momentum": 0.9})
+    torch.testing.assert_close(run.trained["conv1.weight"][0], mine["conv1.weight"][0])
+    ref = {k: v.clone().requires_grad_(True) for k, v in w0.items()}
+    opt = torch.optim.SGD(list(ref.values()), lr=cfg.lr, momentum=0.9, weight_decay=cfg.weight_decay)
+    c = fg.clients[0]
+    P = propagation_matrix(c.edge_index, c.num_nodes)
+    for _ in range(4):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(gcn_forward(ref, c.x, P)[c.train_mask], c.y[c.train_mask]).backward()
+        opt.step()
+    torch.testing.assert_close(mine["conv2.weight"][0], ref["conv2.weight"].detach(), rtol=1e-4, atol=1e-6)
+    # equal step counts → equal ‖a_k‖₁ → the FedNova update is the size-weighted mean (FedAvg)
+    p = torch.tensor([c.num_nodes for c in fg.clients], dtype=torch.float64)
+    p = (p / p.sum()).float()
+    torch.testing.assert_close(run.returned["conv2.bias"][0], (p[:, None] * run.trained["conv2.bias"]).sum(0),
+                               rtol=1e-5, atol=1e-6)

@@ -156,6 +156,33 @@ class _ModelwiseAdam:
                            weight_decay=self.config.weight_decay, eps=1e-8, amsgrad=False, maximize=False)
 
 
+class _ModelwiseSGD:
+    """``torch.optim.SGD`` (momentum, L2 weight decay) on batched tensors: elementwise, so every
+    model's update is bitwise independent of the batch (FedNova's momentum-SGD diagnostic)."""
+
+    def __init__(self, params: list[Tensor], config: TrainConfig, momentum: float = 0.9, lr: float | None = None):
+        self.params = params
+        self.opt = torch.optim.SGD(params, lr=config.lr if lr is None else float(lr), momentum=float(momentum),
+                                   weight_decay=config.weight_decay, foreach=False)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        self.opt.step()
+
+
+def _optimizer(params: list[Tensor], config: TrainConfig, optimizer: dict | None):
+    """Adam (default, :class:`_ModelwiseAdam`) or ``{"name": "sgd", "momentum": ρ, "lr": η}``."""
+    if not optimizer:
+        return _ModelwiseAdam(params, config)
+    spec = dict(optimizer)
+    if spec.pop("name", None) != "sgd":
+        raise ConfigError(f"unknown local optimizer {optimizer!r}; valid: None (Adam) or {{'name': 'sgd', ...}}")
+    return _ModelwiseSGD(params, config, **spec)
+
+
 def _fused_available(device: torch.device) -> bool:
     try:
         x = torch.zeros(2, device=device)
@@ -167,7 +194,7 @@ def _fused_available(device: torch.device) -> bool:
 
 
 def _train_chunk(clients, props, init: Params, seeds, client_of, models, config: TrainConfig, extra_loss,
-                 device: torch.device, show: bool, nmax: int, sparse: bool, record: bool):
+                 device: torch.device, show: bool, nmax: int, sparse: bool, record: bool, optimizer=None):
     """Train one chunk of models for ``config.epochs``; returns (params on CPU, curves [E, B, 2] or None)."""
     b = len(models)
     # layer-1 weights/masks are stored transposed ([B, F, H]) so the block-diagonal product needs no copy
@@ -176,7 +203,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     store = {k: (v.transpose(1, 2) if flip[k] else v).to(device, torch.float32).contiguous().requires_grad_(True)
              for k, v in init.items()}
     params = {k: (v.transpose(1, 2) if flip[k] else v) for k, v in store.items()}
-    opt = _ModelwiseAdam(list(store.values()), config)
+    opt = _optimizer(list(store.values()), config, optimizer)
     g = batch_graphs([clients[k].x for k in client_of], [props[k] for k in client_of], nmax,
                      sparse=sparse, device=device)
     sizes = g.sizes
@@ -218,10 +245,11 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
                  client_of: Sequence[int], config: TrainConfig = TrainConfig(), *,
                  extra_loss: Callable[[TrainStep], Tensor] | None = None, device="auto",
                  record: bool = False, progress: bool = True,
-                 max_batch: int | None = None, _pad_to: int | None = None) -> tuple[Params, pd.DataFrame | None]:
+                 max_batch: int | None = None, _pad_to: int | None = None,
+                 optimizer: dict | None = None) -> tuple[Params, pd.DataFrame | None]:
     """Train B independent GCNs: model b on ``clients[client_of[b]]`` from ``init[b]`` with
     dropout generator seeded ``model_seeds[b]`` (full-batch CE on the train mask; validation
-    and test nodes are never read). Returns the last-epoch Params (batched, CPU) and, with
+    and test nodes are never read); ``optimizer`` None = Adam, ``{"name": "sgd", ...}`` = SGD. Returns the last-epoch Params (batched, CPU) and, with
     ``record``, a tidy DataFrame ``model, epoch, loss, train_acc`` (training-mode, pre-step).
     """
     b = _check_inputs(clients, init, model_seeds, client_of, config)
@@ -239,7 +267,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
             sub, frame = train_models(clients, {n: v[keep] for n, v in init.items()}, [model_seeds[i] for i in keep],
                                       [client_of[i] for i in keep], config, extra_loss=_reindexed(extra_loss, keep),
                                       device=device, record=record, progress=progress, max_batch=max_batch,
-                                      _pad_to=max(clients[k].num_nodes for k in set(client_of)))
+                                      _pad_to=max(clients[k].num_nodes for k in set(client_of)), optimizer=optimizer)
             for n in params:
                 params[n][keep] = sub[n]
             if frame is not None:
@@ -260,7 +288,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
         idx = list(range(start, min(b, start + size)))
         p, cur = _train_chunk(clients, props, {k: v[idx] for k, v in init.items()}, [model_seeds[i] for i in idx],
                               [client_of[i] for i in idx], idx, config, extra_loss, dev, progress, nmax, sparse,
-                              record)
+                              record, optimizer)
         out.append(p)
         curves.append(cur)
     params = {k: torch.cat([p[k] for p in out]) for k in out[0]}

@@ -242,6 +242,10 @@ class FederatedMethod:
         """True when this round's local objective is plain CE (then Local models are reusable)."""
         return type(self).local_loss is FederatedMethod.local_loss
 
+    def local_optimizer(self, ctx: FedContext) -> dict | None:
+        """Local optimizer spec for the trainer (None = Adam, as Local; e.g. FedNova-SGD's momentum SGD)."""
+        return None
+
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor | None:
         """Extra loss terms of the local objective, SUMMED over the step's models (the trainer
         sums per-model CE, so each model keeps its solo gradient)."""
@@ -372,13 +376,15 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
     history = []
     for r in bar:
         ctx.round, ctx.start = r, start
-        if r == 0 and reuse and method.plain_local(ctx) and set(start) == set(WEIGHT_KEYS):
+        opt = method.local_optimizer(ctx)
+        if r == 0 and reuse and method.plain_local(ctx) and opt is None and set(start) == set(WEIGHT_KEYS):
             trained = {k: v.clone() for k, v in local.params.items()}
         else:
             mseeds = [round_model_seed(s, k, r) for s in seeds for k in range(k_n)]
             hook = None if method.plain_local(ctx) else (lambda step: method.local_loss(step, ctx))
             trained, _ = train_models(fg.clients, start, mseeds, ctx.client_of, rconf, extra_loss=hook,
-                                      device=dev, progress=progress and rounds == 1, max_batch=max_batch)
+                                      device=dev, progress=progress and rounds == 1, max_batch=max_batch,
+                                      optimizer=opt)
         stats = method.upload(ctx, trained)
         returned = method.aggregate(ctx, trained, stats)
         method.after_round(ctx, trained, returned)
