@@ -148,6 +148,7 @@ def test_fedaux_run_evaluates_with_the_concat_head(fg):
     local = train_local(fg, (SEED,), cfg, device="cpu", progress=False)
     run = train_federated(fg, "fedaux1r", 1, 5, (SEED,), config=cfg, local=local, device="cpu", progress=False)
     assert run.forward is not None and "conv2.zweight" in run.returned
+    assert len(run.params["similarity_diag"][0]) == fg.num_clients
     rows = evaluate_run(fg, run, local, variants=("native",))
     m = make_method("fedaux1r")
     for r in [r for r in rows if r["receiver"] >= 0]:

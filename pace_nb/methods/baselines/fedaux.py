@@ -33,7 +33,7 @@ from torch import Tensor
 from pace_nb.nn.gcn import effective_weight, gcn_forward, propagation_matrix
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext, FederatedMethod, federated_method, mix
-from pace_nb.methods.baselines.fedpub import similarity_weights
+from pace_nb.methods.baselines.fedpub import FedPub, similarity_weights
 
 AUX_KEY = "aux"
 ZW_KEY = "conv2.zweight"
@@ -146,3 +146,7 @@ class FedAux(FederatedMethod):
         w = torch.stack([similarity_weights(emb[s], self.cfg.norm_scale) for s in range(ctx.num_seeds)])
         ctx.state["weights"] = w
         return self.with_private(ctx, mix(trained, w, ctx.num_seeds, ctx.num_clients, self.shared_keys), trained)
+
+    def diagnostics(self, ctx) -> dict:
+        """``similarity_diag[s][i]`` = S_ii, receiver i's weight on its own model."""
+        return FedPub.diagnostics(self, ctx)
