@@ -69,6 +69,7 @@ def main(argv=None) -> int:
         rows = run_protocol(fg, seeds=seeds, methods=(["local", name] if first else [name]),
                             method_params={name: params}, local=local, progress=False)
         first = False
+        rows["beta"] = pd.to_numeric(rows["beta"], errors="coerce")  # None (Louvain) vs NaN across methods
         s = summarize(rows, sort=False)
         for rec in s.to_dict(orient="records"):
             line = (f"{spec:<28} {rec['method']:<9} {rec['variant']:<7} acc {rec['acc_mean']:6.2f} ± "
