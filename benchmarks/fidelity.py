@@ -62,14 +62,11 @@ def main(argv=None) -> int:
            "data_seed": args.data_seed, "seeds": list(seeds), "runs": []}
     print(f"{args.dataset} {args.partition} K={args.clients} data seed {args.data_seed}; Local trained "
           f"in {time.perf_counter() - t0:.0f}s", flush=True)
-    first = True
-    for spec in args.runs.split(","):
+    for spec in ["local"] + args.runs.split(","):
         name, params = parse_run(spec)
         t1 = time.perf_counter()
-        rows = run_protocol(fg, seeds=seeds, methods=(["local", name] if first else [name]),
-                            method_params={name: params}, local=local, progress=False)
-        first = False
-        rows["beta"] = pd.to_numeric(rows["beta"], errors="coerce")  # None (Louvain) vs NaN across methods
+        rows = run_protocol(fg, seeds=seeds, methods=[name], method_params={name: params}, local=local,
+                            progress=False)
         s = summarize(rows, sort=False)
         for rec in s.to_dict(orient="records"):
             line = (f"{spec:<28} {rec['method']:<9} {rec['variant']:<7} acc {rec['acc_mean']:6.2f} ± "
