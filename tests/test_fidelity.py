@@ -207,3 +207,20 @@ def test_fednova_sgd_trains_with_momentum_sgd_and_normalizes(fg):
     p = (p / p.sum()).float()
     torch.testing.assert_close(run.returned["conv2.bias"][0], (p[:, None] * run.trained["conv2.bias"]).sum(0),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_no_hyperparameter_shadows_a_setting_key(fg):
+    """A hyperparameter named like a row's setting key (e.g. FedRCL's former ``beta``) leaks into that
+    key through ``params`` and splits or hides the method's rows in summaries and tables."""
+    import dataclasses
+
+    from pace_nb.core.schema import SETTING
+    from pace_nb.experiments.store import normalize_rows
+    from pace_nb.methods.baselines import method_class, method_names, run_federated
+
+    for name in method_names():
+        fields = {f.name for f in dataclasses.fields(method_class(name).Config)}
+        assert not fields & set(SETTING), (name, fields & set(SETTING))
+    rows = normalize_rows(__import__("pandas").DataFrame(run_federated(
+        fg, "fedrcl", (SEED,), 1, 2, config=TrainConfig(epochs=2), device="cpu", progress=False)))
+    assert rows["beta"].isna().all()

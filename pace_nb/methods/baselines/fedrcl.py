@@ -33,9 +33,9 @@ from pace_nb.methods.baselines.fedavg import FedAvg
 
 
 def rcl_loss(feat: Tensor, y: Tensor, tau: float = 0.05, threshold: float = 0.7, topk_neg: int = 2,
-             beta: float = 1.0) -> Tensor:
+             relax_weight: float = 1.0) -> Tensor:
     """Released FedRCL loss of features ``[n, d]`` with labels ``[n]``: mean over anchors of the
-    top-k supervised term plus ``beta`` × the thresholded relaxation term (module doc)."""
+    top-k supervised term plus ``relax_weight`` × the thresholded relaxation term (module doc)."""
     n = feat.shape[0]
     if n == 0:
         return feat.sum() * 0.0
@@ -50,7 +50,7 @@ def rcl_loss(feat: Tensor, y: Tensor, tau: float = 0.05, threshold: float = 0.7,
     q = torch.where(torch.isinf(q) | (q < threshold), torch.full_like(q, -1.0), q)
     self_sim = torch.diagonal(s).unsqueeze(1)
     relax = torch.logsumexp(torch.cat([self_sim, q], 1) / tau, dim=1) - self_sim.squeeze(1) / tau
-    return scl.mean() + beta * relax.mean()
+    return scl.mean() + relax_weight * relax.mean()
 
 
 @federated_method
@@ -66,7 +66,7 @@ class FedRCL(FedAvg):
         tau: float = 0.05
         threshold: float = 0.7
         topk_neg: int = 2
-        beta: float = 1.0
+        relax_weight: float = 1.0  # not "beta": that name is the Dirichlet β setting key of every row
         weight: float = 1.0
         weighting: str = "nodes"
 
@@ -75,7 +75,7 @@ class FedRCL(FedAvg):
         self._require("tau", self.cfg.tau > 0, "> 0")
         self._require("threshold", -1 <= self.cfg.threshold <= 1, "in [-1, 1]")
         self._require("topk_neg", isinstance(self.cfg.topk_neg, int) and self.cfg.topk_neg >= 1, "an integer >= 1")
-        self._require("beta", self.cfg.beta >= 0, ">= 0")
+        self._require("relax_weight", self.cfg.relax_weight >= 0, ">= 0")
         self._require("weight", math.isfinite(self.cfg.weight) and self.cfg.weight >= 0, "a finite number >= 0")
 
     def plain_local(self, ctx) -> bool:
@@ -88,5 +88,5 @@ class FedRCL(FedAvg):
             feat = step.pre_hidden[i]
             tm = c.train_mask.to(feat.device)
             total = total + rcl_loss(feat[tm], c.y.to(feat.device)[tm], self.cfg.tau, self.cfg.threshold,
-                                     self.cfg.topk_neg, self.cfg.beta)
+                                     self.cfg.topk_neg, self.cfg.relax_weight)
         return self.cfg.weight * total
