@@ -10,10 +10,13 @@ PACE_BASELINE_NOTES: tuple[str, ...] = (
     "majority-class prediction and its +CNLL rows far below Local cannot come from CNLL on the true Local "
     "(α* never has a worse validation NLL than α = 0) — not closable faithfully. The diagnostic "
     "`fednova_sgd` (local momentum SGD at the matched lr, momentum ‖a_k‖₁) undertrains in 100 full-batch "
-    "epochs and lands at majority-class prediction on Cora like the paper's row, but not on CiteSeer.",
+    "epochs and lands near majority-class prediction on Cora, PubMed and Computers, like the paper's rows "
+    "(an SGD-trained FedNova is the likely source of those rows), but not on CiteSeer; its +CNLL stays at "
+    "Local, unlike the paper's.",
     "FedRCL: the released loss (pre-ReLU layer-1 features, hardest positive vs two hardest negatives, "
     "τ = 0.05, relaxation above 0.7); the paper's rows below the majority-class share (e.g. CS 11.97) are "
-    "not reachable from the matched Local budget.",
+    "not reachable from the matched Local budget; the one-round FedAvg aggregate of RCL-trained clients is "
+    "highly seed-dependent on PubMed and Computers.",
     "FedProx: μ = 1e-3 (OpenFGL's value; `mu=0.01` selectable). Under Adam with weight decay 5e-4 a weight "
     "without CE signal settles near μ/(μ + wd)·W0, so larger μ keeps more of W0 and loses accuracy on "
     "PubMed; on Computers both μ vary widely over seeds, as the paper's row does (± 11.34).",
