@@ -16,8 +16,7 @@ from pace_nb.core.errors import ConfigError, UnknownNameError
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-COMMON = {"dataset", "clients", "seeds", "rank", "device", "quick", "interactive", "data_root", "results_dir",
-          "figures_dir"}
+REQUIRED = {"dataset", "seeds", "device", "figures_dir"}  # what every notebook computes / saves with
 
 
 def test_six_notebooks_are_committed():
@@ -36,7 +35,7 @@ def test_committed_notebook_form(path):
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1 and tagged[0] is code[0]
     defaults = nbr.parameters_cell(nb)
-    assert COMMON <= set(defaults) and defaults["interactive"] is False and defaults["quick"] is False
+    assert REQUIRED <= set(defaults) and defaults.get("interactive", False) is False
     from papermill.translators import PythonTranslator
 
     parsed = {p.name for p in PythonTranslator.inspect(tagged[0])}
@@ -44,6 +43,30 @@ def test_committed_notebook_form(path):
     assert "# " in tagged[0].source  # commented defaults
     assert "setup_notebook(" in code[1].source and f'"{path.stem}"' in code[1].source
     assert "*.ipynb filter=nbstripout" in (ROOT / ".gitattributes").read_text()
+
+
+def _names_used(nb) -> set[str]:
+    """Names the code cells after the parameters cell read."""
+    import ast
+
+    code = [c for c in nb.cells if c.cell_type == "code"][1:]
+    return {n.id for c in code for n in ast.walk(ast.parse(c.source)) if isinstance(n, ast.Name)}
+
+
+@pytest.mark.parametrize("path", BOOKS, ids=lambda p: p.stem)
+def test_notebook_declares_only_parameters_it_uses(path):
+    """Every declared parameter is read by a later cell; no cell branches on a quick flag
+    (quick values come from the runner: every QUICK_PARAMETERS key is some notebook's parameter)."""
+    nb = nbformat.read(path, as_version=4)
+    defaults = nbr.parameters_cell(nb)
+    assert set(defaults) - _names_used(nb) == set(), "declared but never used"
+    assert "quick" not in defaults
+    assert not [c for c in nb.cells if "quick" in c.source and c.cell_type == "code"]
+
+
+def test_quick_parameters_each_belong_to_a_notebook():
+    declared = set().union(*(nbr.parameters_cell(nbformat.read(p, as_version=4)) for p in BOOKS))
+    assert set(nbr.QUICK_PARAMETERS) <= declared
 
 
 def test_committed_notebooks_are_nbstripout_fixed_points():
