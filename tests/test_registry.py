@@ -125,7 +125,7 @@ def test_config_constraints_are_declared_once():
     for bad in ({"lr": float("nan")}, {"lr": float("inf")}, {"epochs": -1}, {"dropout": 1.0}, {"hidden": 0}):
         with pytest.raises(ConfigError, match=f"TrainConfig: parameter '{next(iter(bad))}'"):
             TrainConfig(**bad)
-    with pytest.raises(ConfigError, match=r"SpearConfig: parameter 'T' \(PPR steps\) must be an int in \[0, 64\]"):
+    with pytest.raises(ConfigError, match="SpearConfig: parameter 'T' must be an int in"):
         SpearConfig(T=10_000)
     with pytest.raises(ConfigError, match="fedgta: parameter 'lp_alpha' must be a float in"):
         make_method("fedgta", lp_alpha=2.0)
