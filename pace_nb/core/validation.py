@@ -96,8 +96,8 @@ def check_param(owner: str, name: str, value: Any, constraints: Sequence, help: 
     if any(c.is_satisfied_by(value) for c in constraints):
         return
     what = " or ".join(map(str, constraints))
-    label = f"{name!r} ({help})" if help else repr(name)
-    raise ConfigError(f"{owner}: parameter {label} must be {what}, got {value!r}")
+    meaning = f" ({name} is the {help})" if help else ""
+    raise ConfigError(f"{owner}: parameter {name!r} must be {what}, got {value!r}{meaning}")
 
 
 def validate_params(obj: Any, constraints: Mapping[str, Sequence] | None = None) -> None:
