@@ -80,7 +80,8 @@ def lab(tmp_path):
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
            f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           "--ServerApp.terminals_enabled=False"] + (["--allow-root"] if os.geteuid() == 0 else [])
+           "--ServerApp.terminals_enabled=False",
+           '--ServerApp.jpserver_extensions={"jupyter_lsp": False, "jupyter_server_terminals": False}'] + (["--allow-root"] if os.geteuid() == 0 else [])
     log = open(tmp_path / "lab.log", "wb")
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
