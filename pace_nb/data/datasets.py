@@ -141,8 +141,40 @@ def _mirror(spec: DatasetSpec, src: Path, base: Path) -> Path:
     return folder
 
 
+def validate_graph(data, where: str = "graph", num_classes: int | None = None) -> None:
+    """A usable node-classification graph: finite 2-D features, an integer ``[2, E]`` edge list
+    with ids in ``[0, N)``, integer labels in ``[0, C)`` one per node. Else :class:`ConfigError`."""
+    x, ei, y = getattr(data, "x", None), getattr(data, "edge_index", None), getattr(data, "y", None)
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] == 0:
+        raise ConfigError(f"{where}: x must be a 2-D feature tensor [N, F] with N >= 1")
+    if not x.is_floating_point() and x.dtype not in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
+                                                      torch.bool):
+        raise ConfigError(f"{where}: x has dtype {x.dtype}; features must be numbers")
+    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+        bad = int((~torch.isfinite(x)).sum())
+        raise ConfigError(f"{where}: x holds {bad} NaN/inf value(s); features must be finite")
+    n = int(x.shape[0])
+    if not isinstance(ei, torch.Tensor) or ei.dim() != 2 or ei.shape[0] != 2:
+        raise ConfigError(f"{where}: edge_index must be an integer tensor of shape [2, E]")
+    if ei.is_floating_point() or ei.dtype == torch.bool or ei.is_complex():
+        raise ConfigError(f"{where}: edge_index has dtype {ei.dtype}; node ids must be integers")
+    if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
+        raise ConfigError(f"{where}: edge_index holds node ids in [{int(ei.min())}, {int(ei.max())}], "
+                          f"outside [0, {n - 1}] (N = {n})")
+    if not isinstance(y, torch.Tensor) or y.numel() != n:
+        raise ConfigError(f"{where}: y must hold one label per node ({n}), got "
+                          f"{None if not isinstance(y, torch.Tensor) else tuple(y.shape)}")
+    if y.is_floating_point() or y.dtype == torch.bool or y.is_complex():
+        raise ConfigError(f"{where}: y has dtype {y.dtype}; labels must be integers 0..C-1")
+    lo, hi = int(y.min()), int(y.max())
+    c = num_classes if num_classes is not None else hi + 1
+    if lo < 0 or hi >= c:
+        raise ConfigError(f"{where}: labels must lie in [0, {c - 1}] (num_classes = {c}), got [{lo}, {hi}]")
+
+
 def _finish(data: Data, spec: DatasetSpec, num_classes: int | None = None, undirected: bool = True) -> Data:
     """Common contract: float32 x, long y, undirected coalesced edges, no self loops."""
+    validate_graph(data, f"dataset {spec.name}", num_classes)
     n = int(data.x.shape[0])
     ei = data.edge_index.long()
     if undirected:
