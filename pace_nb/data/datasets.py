@@ -243,7 +243,7 @@ def _from_raw(spec: DatasetSpec, root: Path) -> Data:
         raise
     except Exception as exc:  # noqa: BLE001 - any reader failure on raw files is a bad raw file
         raise DataCorruptionError(
-            f"raw files of {spec.name} in {d} cannot be read ({type(exc).__name__}: {str(exc)[:200]}); they may be "
+            f"raw files of {spec.name} in {d} cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); they may be "
             f"truncated or not the original files — restore them from the original source") from None
 
 
