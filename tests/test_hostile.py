@@ -6,9 +6,9 @@ One test per fault; the bad inputs that must become one ``pace-nb: error:`` line
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import multiprocessing as mp
-import pickle
 
 import numpy as np
 import pandas as pd
@@ -78,15 +78,17 @@ def test_planted_processed_file_never_unpickled(tmp_path, tmp_cache):
     root = tmp_path / "raw-root"
     write_planetoid(root)
     marker = tmp_path / "pwned"
-    payload = pickle.dumps(Planted(marker))
+    buf = io.BytesIO()
+    torch.save(Planted(marker), buf)                             # what torch.load(weights_only=False) would run
     old = tmp_cache / "pyg" / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:10] / "Cora" / "processed"
     old.mkdir(parents=True)
     for f in ("data.pt", "pre_transform.pt", "pre_filter.pt"):
-        (old / f).write_bytes(payload)                           # where PyG's processed files used to live
+        (old / f).write_bytes(buf.getvalue())                           # where PyG's processed files used to live
     raw = graph_cache.raw_checksums(root / "Cora" / "raw", D.get_spec("Cora").files)
     npz, meta = graph_cache._paths("Cora", raw)
     npz.parent.mkdir(parents=True)
-    np.save(open(npz, "wb"), np.array([Planted(marker)], dtype=object), allow_pickle=True)
+    with open(npz, "wb") as fh:
+        np.save(fh, np.array([Planted(marker)], dtype=object), allow_pickle=True)
     meta.write_text(json.dumps({"version": graph_cache.CACHE_VERSION, "dataset": "Cora", "raw": raw,
                                 "sha256": "x", "num_classes": 3}))
     with pytest.warns(RuntimeWarning, match="rebuilding"):
