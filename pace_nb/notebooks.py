@@ -309,6 +309,10 @@ def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, da
     figs.mkdir(parents=True, exist_ok=True)
     package = package_fingerprint()
     runs = []
+    if datasets:  # registry names only: a name becomes part of the output path
+        from pace_nb.data.datasets import canonical_name
+
+        datasets = [canonical_name(d) for d in datasets]
     for ds in (datasets or default_datasets(quick, data_root)):
         for path in books:
             nb_defaults = parameters_cell(nbformat.read(path, as_version=4))
