@@ -120,7 +120,7 @@ def test_input_key_tracks_notebook_parameters_and_package(tmp_path):
 
 # ----------------------------------------------------------------------------- runner on tiny notebooks
 def _tiny(folder: Path, body: str, name: str = "01_tiny") -> Path:
-    params = new_code_cell('value: int = 1  # a number\ndataset: str = "x"  # a label\n'
+    params = new_code_cell('value: int = 1  # a number\ndataset: str = "demo"  # a registered dataset name\n'
                            'figures_dir: "Optional[str]" = None  # output folder')
     params.metadata["tags"] = ["parameters"]
     nb = new_notebook(cells=[params, new_code_cell(body)],
@@ -144,7 +144,7 @@ def test_runner_skips_unchanged_reruns_changed_and_uses_inline_backend(tmp_path,
     monkeypatch.setenv("MPLBACKEND", "Agg")  # as pytest sets it: must not reach the kernel
     books, figs, build = tmp_path / "nb", tmp_path / "figs", tmp_path / "build"
     _tiny(books, BODY)
-    kw = dict(notebooks_dir=books, figures_dir=figs, build_dir=build, datasets=["x"])
+    kw = dict(notebooks_dir=books, figures_dir=figs, build_dir=build, datasets=["demo"])
     first = nbr.run_notebooks(parameters={"value": 1}, **kw)
     assert [r.status for r in first] == ["executed"] and first[0].figures == ["01_fig_1.png"]
     out = nbformat.read(first[0].output, as_version=4)
@@ -167,8 +167,8 @@ def test_failing_cell_names_notebook_and_cell(tmp_path):
     _tiny(books, "x = 1\nraise ValueError('broken on purpose')", name="02_bad")
     with pytest.raises(nbr.NotebookFailed, match=r"02_bad.ipynb failed in cell 2 of the executed copy \(In \[3\]: x = 1\): "
                                                     r"ValueError: broken on purpose"):
-        nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "f", build_dir=tmp_path / "b", datasets=["x"])
-    assert not (tmp_path / "b" / "02_bad__x.json").exists()  # a failed run leaves no stamp
+        nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "f", build_dir=tmp_path / "b", datasets=["demo"])
+    assert not (tmp_path / "b" / "02_bad__demo.json").exists()  # a failed run leaves no stamp
 
 
 def test_first_cell_fails_clearly_under_papermill(tmp_path):
@@ -229,7 +229,7 @@ def test_widgets_attach_once_in_a_live_kernel(tmp_path):
     no static figure beside it and no cell value (which Jupyter would render a second time)."""
     books = tmp_path / "nb"
     _tiny(books, WIDGET_BODY)
-    run = nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "f", build_dir=tmp_path / "b", datasets=["x"])
+    run = nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "f", build_dir=tmp_path / "b", datasets=["demo"])
     outs = nbformat.read(run[0].output, as_version=4).cells[-1].outputs
     assert [o.output_type for o in outs] == ["display_data"]
     assert "application/vnd.jupyter.widget-view+json" in outs[0].data and "image/png" not in outs[0].data
