@@ -61,10 +61,11 @@ class FlowerOutcome:
                 "dropped": self.dropped, "timings": self.timings}
 
 
-def message_size(obj) -> int:
-    """Bytes of a Flower message as its runtime serializes it (the object and its children)."""
-    children = obj.children or {}
-    return len(obj.deflate()) + sum(message_size(c) for c in children.values())
+def message_size(message) -> int:
+    """Bytes of a Flower message as its runtime ships it: the deflated message and its records."""
+    from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+
+    return sum(len(obj.deflate()) for obj in get_all_nested_objects(message).values())
 
 
 def wait_for_nodes(grid, settings: FlowerSettings) -> list[int]:
