@@ -62,11 +62,12 @@ def _reply(message, payload: bytes | None, report: dict[str, Any], meta: dict | 
 
 
 def local_model(client, meta, settings: FlowerSettings) -> tuple[dict, dict]:
-    """(W_L, W0) of this client for the run seed — :func:`train_local` restricted to one client."""
+    """(W_L, W0) of this client for the run seed — :func:`train_local` restricted to one client,
+    padded like the K-client batch (``meta["pad_to"]``) so that W_L is the same bit for bit."""
     tc = settings.train_config
     w0 = init_params(int(meta["num_features"]), int(meta["num_classes"]), tc.hidden, settings.seed)
     params, _ = train_models([client], stack_params([w0]), [tc.model_seed(settings.seed, client.index)], [0], tc,
-                             device=settings.device, progress=False)
+                             device=settings.device, progress=False, _pad_to=meta.get("pad_to"))
     return {n: v[0] for n, v in params.items()}, w0
 
 

@@ -2,8 +2,9 @@
 
 :func:`export_partitions` splits a :class:`~pace_nb.data.federation.FederatedGraph` into
 ``client_<k>.npz`` files (features, labels, local edges, masks, global ids of client k) and
-``federation.json`` (public facts: dataset, K, C, F, the partition config and a sha256 of each
-client file). A SuperNode is pointed at ONE file (``partition-dir`` + ``partition-id``) and
+``federation.json`` (public facts: dataset, K, C, F, the partition config, a sha256 of each
+client file, and the batched trainer's layout — ``pad_to``, the largest client's node count —
+so that one client alone trains bit for bit the W_L it gets in the K-client batch). A SuperNode is pointed at ONE file (``partition-dir`` + ``partition-id``) and
 :func:`load_partition` reads only that file — no data root, no raw dataset, no other client.
 """
 from __future__ import annotations
@@ -47,7 +48,8 @@ def export_partitions(fg, directory) -> Path:
         digests.append(_sha256(path))
     meta = {"format": FORMAT, "dataset": fg.dataset, "num_clients": fg.num_clients,
             "num_classes": int(fg.num_classes), "num_features": int(fg.num_features),
-            "config": dict(fg.config), "sha256": digests}
+            "config": dict(fg.config), "sha256": digests,
+            "pad_to": max(c.num_nodes for c in fg.clients)}
     atomic_write_json(out / META, meta)
     return out
 
