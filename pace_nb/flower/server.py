@@ -243,11 +243,13 @@ def run_round(grid, settings: FlowerSettings) -> FlowerOutcome:
     down = [len(by_node[r.node_id]) for r in kept]
     rows = pd.DataFrame(result_rows(reports, c, base, up=up, down=down, dense_bytes=dense, has_local=(m == "pace")))
     rep_size = {r.node_id: r.message_bytes for r in reps}
+    rep_time = {r.node_id: r.report.get("receive_seconds", NAN) for r in reps}
     wire_rows = pd.DataFrame([{"partition_id": r.partition_id, "node_id": r.node_id, "payload_up": len(r.payload),
                                "payload_down": len(by_node[r.node_id]), "message_up": r.message_bytes,
                                "message_down": sent_down[r.node_id], "message_config": sent_up[r.node_id],
                                "message_report": rep_size[r.node_id],
-                               **{k: r.report[k] for k in ("train_seconds", "upload_seconds") if k in r.report}}
+                               **{k: r.report[k] for k in ("train_seconds", "upload_seconds") if k in r.report},
+                               "receive_seconds": rep_time[r.node_id]}
                               for r in kept])
     timings = {"wait_nodes": t["nodes"] - t["start"], "upload_round": t["uploads"] - t["nodes"],
                "server_compute": t["server"] - t["uploads"], "return_round": t["reports"] - t["server"],
