@@ -105,6 +105,18 @@ def test_pace_rows_identical_to_run_protocol(pace_run, reference):
     assert out.dropped == [] and json.loads(out.rows.params.iloc[0])["flower"]["participants"] == [0, 1, 2]
 
 
+def test_interior_alpha_identical_to_run_protocol(fg, parts):
+    """A setting where CNLL bisects (α strictly inside (0, 1)): α bit for bit, other hyperparameters travel."""
+    from pace_nb.nn.training import TrainConfig
+
+    settings = FlowerSettings(num_clients=K, seed=PAPER_SEEDS[1], epochs=20, rank=4)
+    ref = run_protocol(fg, seeds=(settings.seed,), methods=("pace",), train_config=TrainConfig(epochs=20),
+                       method_params={"pace": {"ranks": (4,)}}, progress=False)
+    out = run_inprocess(make_client_app(parts), settings)
+    assert ((ref.alpha > 0) & (ref.alpha < 1)).any()
+    pd.testing.assert_frame_equal(_rows(out.rows), _rows(ref), check_exact=True, check_dtype=False)
+
+
 def test_bytes_on_the_messages_are_the_protocol_bytes(pace_run, fg, local, reference):
     out, tap = pace_run
     w0 = local.init[0]
