@@ -128,10 +128,10 @@ def spear_upload(message, context, default_dir=None):
     t0 = time.perf_counter()
     c = int(meta["num_classes"])
     if client.num_nodes == 0 or not bool(client.train_mask.any()):
-        p, n = torch.zeros(c, int(meta["num_features"])), torch.zeros(c, dtype=torch.long)
+        data = b""  # holds no class: sends nothing (as spear.core.upload_bytes counts it)
     else:
-        p, n = spear.class_prototypes(_spear_z(client, s), client.y, client.train_mask, c)
-    return _reply(message, spear.serialize_upload(p, n),
+        data = spear.serialize_upload(*spear.class_prototypes(_spear_z(client, s), client.y, client.train_mask, c))
+    return _reply(message, data,
                   {"partition_id": client.index, "num_classes": c, "upload_seconds": time.perf_counter() - t0}, meta)
 
 

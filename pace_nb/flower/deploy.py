@@ -162,8 +162,7 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
 
     outcome = FlowerOutcome(pd.DataFrame(data["rows"]), pd.DataFrame(data["wire"]), data["dropped"],
                             data["timings"], data["settings"])
-    outcome.timings.update(total=total, processes_start=t_started - t0,
-                           startup=total - outcome.timings["round"], runtime="deployment", workdir=str(root))
+    outcome.finish(total, "deployment", processes_start=t_started - t0, workdir=str(root))
     if not keep:
         shutil.rmtree(root, ignore_errors=True)
     return outcome

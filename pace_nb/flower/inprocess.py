@@ -104,7 +104,4 @@ def run_inprocess(client_app, settings: FlowerSettings, *, node_config: dict | N
         TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved
     if not holder:
         return None
-    out = holder[0]
-    total = time.perf_counter() - t0
-    out.timings.update(total=total, startup=total - out.timings["round"], runtime="inprocess")
-    return out
+    return holder[0].finish(time.perf_counter() - t0, "inprocess")

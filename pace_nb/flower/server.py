@@ -54,6 +54,16 @@ class FlowerOutcome:
     timings: dict[str, float]
     settings: dict[str, Any] = field(default_factory=dict)
 
+    def finish(self, total: float, runtime: str, **extra: Any) -> "FlowerOutcome":
+        """Add the runner's wall time: ``startup = total − round``; ``client_compute`` (the
+        clients' own seconds, summed) and ``overhead = total − client_compute − server_compute``
+        (engine/process start-up, app loading, transport)."""
+        cols = [c for c in ("train_seconds", "upload_seconds", "receive_seconds") if c in self.wire]
+        client = float(self.wire[cols].sum().sum()) if cols else 0.0
+        self.timings.update(total=total, startup=total - self.timings["round"], client_compute=client,
+                            overhead=total - client - self.timings["server_compute"], runtime=runtime, **extra)
+        return self
+
     def to_json_dict(self) -> dict[str, Any]:
         def records(frame):
             return frame.astype(object).where(pd.notna(frame), None).to_dict("records")

@@ -53,6 +53,4 @@ def simulate(fg, settings: FlowerSettings, *, partition_dir=None, num_cpus: int 
         total = time.perf_counter() - t0
     if not holder:
         raise ConfigError("the Flower simulation ended without a result (see the log above)")
-    out = holder[0]
-    out.timings.update(total=total, startup=total - out.timings["round"], runtime="simulation")
-    return out
+    return holder[0].finish(total, "simulation")

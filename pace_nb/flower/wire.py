@@ -6,7 +6,7 @@ Every payload is the byte string the in-process protocol produces, carried uncha
 * PACE upload: :func:`pace_nb.methods.pace.protocol.upload` (``PACEMSG1`` carriers + sketches);
 * PACE return: one message of :func:`pace_nb.methods.pace.protocol.server` per receiver;
 * SPEAR upload: :func:`pace_nb.methods.spear.core.serialize_upload` (NPZ: classes, counts,
-  prototypes); SPEAR return: NPZ of the global prototypes ``g [C, F]`` and ``present [C]``.
+  prototypes; empty for a client holding no class); SPEAR return: NPZ of the global prototypes ``g [C, F]`` and ``present [C]``.
 
 Reports (a ``MetricRecord``) carry only aggregates: α, test-node counts and the test
 confusion matrices (C × C, row = label) of the Local, External and final predictions.
@@ -42,7 +42,10 @@ def blob(record) -> bytes:
 
 
 def spear_upload_tensors(data: bytes, num_classes: int) -> tuple[Tensor, Tensor]:
-    """Parse a SPEAR upload into ``(p [C, F] float32, n [C] long)``; absent classes zero."""
+    """Parse a SPEAR upload into ``(p [C, F] float32, n [C] long)``; absent classes zero.
+    An empty upload (a client holding no class) is ``(p [C, 0], n = 0)``."""
+    if not data:
+        return torch.zeros(num_classes, 0), torch.zeros(num_classes, dtype=torch.long)
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             classes, counts, protos = z["classes"], z["counts"], z["prototypes"]

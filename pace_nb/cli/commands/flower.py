@@ -125,10 +125,10 @@ def run(args) -> int:
           f"down {int(pooled.bytes_down)}  (Flower messages: up {int(out.wire.message_up.sum())} "
           f"down {int(out.wire.message_down.sum())})")
     train = out.wire["train_seconds"] if "train_seconds" in out.wire else None
-    print(f"  wall {t['total']:.1f} s = startup {t['startup']:.1f} s + round {t['round']:.1f} s "
-          f"(server compute {t['server_compute']:.3f} s"
-          + (f", client Local training mean {train.mean():.2f} s / max {train.max():.2f} s" if train is not None else "")
-          + ")")
+    print(f"  wall {t['total']:.1f} s = startup {t['startup']:.1f} s + round {t['round']:.1f} s; compute: server "
+          f"{t['server_compute']:.3f} s, clients {t['client_compute']:.2f} s summed"
+          + (f" (Local training mean {train.mean():.2f} s, max {train.max():.2f} s)" if train is not None else "")
+          + f"; overhead {t['overhead']:.1f} s")
     doc = out.to_json_dict()
     if args.compare:
         ref, secs = _reference(fg, settings)
