@@ -282,3 +282,32 @@ def test_simulation_engine_end_to_end(fg, reference):
     out = simulate(fg, FlowerSettings(num_clients=K), num_cpus=1)  # one Ray worker: one start-up
     pd.testing.assert_frame_equal(_rows(out.rows), _rows(reference), check_exact=True, check_dtype=False)
     assert out.timings["startup"] >= 0 and out.timings["runtime"] == "simulation"
+
+
+def test_cli_simulate_inprocess_and_bad_input(tmp_path, capsys):
+    from pace_nb.cli import main
+
+    out = tmp_path / "flower.json"
+    assert main(["flower", "simulate", "--engine", "inprocess", "--clients", str(K), "--epochs", "5",
+                 "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert {r["receiver"] for r in doc["rows"]} == {0, 1, 2, -1} and len(doc["wire"]) == K
+    assert main(["flower", "simulate", "--engine", "inprocess", "--clients", str(K), "--rank", "-1"]) == 2
+    assert "pace-nb: error:" in capsys.readouterr().err
+
+
+def test_deployment_app_project_names_importable_components(tmp_path):
+    import importlib
+    import tomllib
+
+    from pace_nb.flower.deploy import write_app
+
+    settings = FlowerSettings(num_clients=K, rank=4)
+    app = write_app(tmp_path / "app", settings, tmp_path / "outcome.json")
+    conf = tomllib.loads((app / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
+    for ref in conf["components"].values():
+        module, attr = ref.split(":")
+        assert getattr(importlib.import_module(module), attr) is not None
+    run_config = dict(conf["config"])
+    assert run_config.pop("out") == str(tmp_path / "outcome.json")
+    assert FlowerSettings.from_mapping(run_config) == settings
