@@ -160,8 +160,11 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
     data = json.loads(out.read_text())
     import pandas as pd
 
-    outcome = FlowerOutcome(pd.DataFrame(data["rows"]), pd.DataFrame(data["wire"]), data["dropped"],
-                            data["timings"], data["settings"])
+    def frame(records):  # JSON null → NaN
+        return pd.DataFrame(records).apply(lambda col: col.astype(float) if col.isna().all() else col)
+
+    outcome = FlowerOutcome(frame(data["rows"]), frame(data["wire"]), data["dropped"], data["timings"],
+                            data["settings"])
     outcome.finish(total, "deployment", processes_start=t_started - t0, workdir=str(root))
     if not keep:
         shutil.rmtree(root, ignore_errors=True)
