@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
-from pace_nb.core.errors import ConfigError
+from pace_nb.core.errors import ConfigError, NumericalError
 from pace_nb.core.validation import Interval, check_seeds, validate_params
 from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params,
@@ -42,7 +42,7 @@ class TrainConfig:
         "dropout": [Interval(float, 0.0, 1.0, closed="left")],
         "lr": [Interval(float, 0.0, 10.0, closed="right")],
         "weight_decay": [Interval(float, 0.0, 1.0)],
-        "epochs": [Interval(int, 0, 100_000)],
+        "epochs": [Interval(int, 1, 100_000)],
     }
     hidden: int = 64
     dropout: float = 0.5
@@ -218,6 +218,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
     masks = torch.zeros(b, nmax, config.hidden, device=device) if config.dropout > 0 else None
     curves = torch.zeros(config.epochs, b, 2, device=device) if record else None
+    first_bad = torch.full((), -1, dtype=torch.long, device=device)  # first epoch with a non-finite loss
     for epoch in _progress(range(config.epochs), show, desc=f"train {b} models"):
         opt.zero_grad()
         if masks is not None:
@@ -231,6 +232,8 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
             step = TrainStep(params, [h[i, :n] for i, n in enumerate(sizes)], [z[i, :n] for i, n in enumerate(sizes)],
                              list(models), list(client_of), epoch, [pre[i, :n] for i, n in enumerate(sizes)])
             loss = loss + extra_loss(step)
+        with torch.no_grad():  # on-device flag: no host sync per epoch
+            first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), epoch, first_bad)
         loss.backward()
         opt.step()
         if record:
@@ -238,7 +241,20 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
                 curves[epoch, :, 0].index_add_(0, tr_m, ce.detach() * tr_w)
                 curves[epoch, :, 1].index_add_(0, tr_m, (zt.argmax(1) == tr_y).float() * tr_w)
     out = {k: (v.detach().transpose(1, 2) if flip[k] else v.detach()).contiguous().cpu() for k, v in store.items()}
+    _check_finite(int(first_bad), out, models, config)
     return out, (curves.cpu() if record else None)
+
+
+def _check_finite(first_bad: int, params: Params, models, config: TrainConfig) -> None:
+    """Raise :class:`NumericalError` when training diverged (a NaN/inf loss or weight)."""
+    bad_w = [k for k, v in params.items() if not bool(torch.isfinite(v).all())]
+    if first_bad < 0 and not bad_w:
+        return
+    when = f"the loss became non-finite at epoch {first_bad}" if first_bad >= 0 else \
+        f"weights {', '.join(bad_w)} became non-finite"
+    raise NumericalError(f"training diverged: {when} (models {models[0]}..{models[-1]}; lr={config.lr}, "
+                         f"weight_decay={config.weight_decay}, epochs={config.epochs}); lower the learning rate or "
+                         f"check the features for huge values — nothing was stored")
 
 
 def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequence[int],
