@@ -74,7 +74,8 @@ def knn_graph(x: Tensor, k: int, groups: Tensor | None = None) -> Tensor:
     keep = torch.isfinite(val.reshape(-1))
     ei = torch.stack([src[keep], idx.reshape(-1)[keep]])
     ei = torch.cat([ei, ei.flip(0)], dim=1)
-    return torch.unique(ei, dim=1)
+    flat = torch.unique(ei[0] * n + ei[1])  # sorted, duplicates merged
+    return torch.stack([flat // n, flat % n])
 
 
 def propagate_features(x: Tensor, edge_index: Tensor, steps: int = 2) -> Tensor:
