@@ -30,7 +30,8 @@ SPEAR_VARIANTS = SPEAR_VARIANT_LABELS
 METRICS = {"acc": "Acc", "f1_weighted": "W-F1", "f1_macro": "Macro-F1", "alpha_mean": "Mean α",
            "alpha_zero_pct": "α=0 (%)", "upload_pct": "Upload (%)", "return_pct": "Downlink (%)",
            "delta_acc": "ΔAcc (points)", "max_drop_pts": "max drop (points)", "comm_kb": "comm (KB)",
-           "comm_mb": "comm (MB)", "seconds": "time (s)", "speedup_vs_fedavg": "speed-up vs FedAvg"}
+           "comm_mb": "comm (MB)", "seconds": "time (s)", "speedup_vs_fedavg": "speed-up vs FedAvg",
+           "kib_client": "upload/client (KB)", "mib_total": "total comm (MB)"}
 NOT_RUN = "not run"
 _SUMMARY = {"acc": ("acc_mean", "acc_std"), "f1_weighted": ("f1w_mean", "f1w_std"),
             "f1_macro": ("f1m_mean", "f1m_std"), "alpha_mean": ("alpha_mean", None),
@@ -262,7 +263,12 @@ def comparison(table_id: str, rows: pd.DataFrame | None) -> pd.DataFrame:
     """Ours beside the paper's for one table (long form; also the table's CSV)."""
     t = TABLES[table_id]
     paper = paper_values(t.paper, table=t.table)
-    if t.paper == "spear":
+    if t.paper == "spear" and t.table in ("main", "cost"):  # SPEAR Tab. 1/3: analysis.spear_comparison
+        from pace_nb.analysis import spear_comparison as sc
+
+        paper = sc.entries(t.table, paper, rows)
+        got = [sc.ours(e, rows) for _, e in paper.iterrows()]
+    elif t.paper == "spear":
         paper = _spear_entries(t.table, paper, rows)
         got = [_spear_ours(e, rows) for _, e in paper.iterrows()]
     elif t.table == "A":
@@ -382,3 +388,6 @@ def write_tables(rows: pd.DataFrame | None, out_dir: str | Path, tables: str | I
         index.append(f"* [{TABLES[tid].title}](table_{tid}.md): {ran}/{len(comp)} values run")
     written.append(atomic_write_text(out_dir / "index.md", "\n".join(index) + "\n"))
     return written
+
+
+from pace_nb.analysis import spear_comparison as _spear_comparison  # noqa: E402,F401  (registers spear-1, spear-3)

@@ -13,6 +13,8 @@ global model on the complete graph over the union of the clients' test masks.
   global model; a personalized method (FedPub, FedGTA …) has no single server model, so its
   score is the mean over the receivers' deployed models, each on the complete graph
   (``params.evaluation`` says which). Bytes: R rounds × (upload + return) of the dense model.
+  A run at another hidden width than the default 64 is stored as variant ``hidden<H>`` (SPEAR's
+  Tab. 3 FedAvg figure is a width-256 GCN, DESIGN §12).
 
 One pooled row (``receiver = -1``) per method; ``seed`` is the DATA seed of the federation, the
 run seed (initialization, dropout, sampling) is in ``params``. Rows carry ``client_seconds`` /
@@ -37,7 +39,7 @@ from pace_nb.nn.training import TrainConfig
 
 ONESHOT = ONESHOT_METHODS
 #: SPEAR's eight multi-round baselines, in the paper's order.
-MULTIROUND: tuple[str, ...] = ("fedavg", "fedprox", "fedopt", "moon", "fedproto", "fedpub", "fedgta", "fedtad")
+MULTIROUND: tuple[str, ...] = ("fedavg", "fedprox", "fedadam", "moon", "fedproto", "fedpub", "fedgta", "fedtad")
 #: SPEAR and its 13 baselines (SPEAR Table 1 rows).
 SPEAR_COMPARISON: tuple[str, ...] = ("spear",) + MULTIROUND + ONESHOT
 
@@ -89,8 +91,9 @@ def multiround_row(fg, method: str, *, rounds: int = 100, local_epochs: int | No
     per = [complete_graph_scores(fg, m) for m in (models[:1] if same else models)]
     scores = {k: sum(s[k] for s in per) / len(per) for k in ("acc", "f1_weighted", "f1_macro")}
     scores["n_test"] = per[0]["n_test"]
+    variant = "native" if config.hidden == TrainConfig().hidden else f"hidden{config.hidden}"
     return _row(fg, run.method, scores, bytes_up=sum(run.bytes_up), bytes_down=sum(run.bytes_down),
-                seconds=run.seconds, params={**run.params, "run_seed": int(run_seed), "hidden": config.hidden,
+                seconds=run.seconds, variant=variant, params={**run.params, "run_seed": int(run_seed), "hidden": config.hidden,
                                              "evaluation": "complete_graph" if same else "complete_graph_mean_over_receivers",
                                              "bytes_per_client": list(run.bytes_up)})
 
