@@ -196,3 +196,46 @@ def test_every_oneshot_method_is_registered_and_repeatable(fg_skew):
     a = run_oneshot(fg_skew, make_oneshot("oasis"), (3,), progress=False)[0]
     b = run_oneshot(fg_skew, make_oneshot("oasis"), (3,), progress=False)[0]
     assert a["acc"] == b["acc"] and a["bytes_up"] == b["bytes_up"]
+
+
+# ----------------------------------------------------------------------------- comparison grid → tables
+def test_spear_comparison_grid_and_tables(tmp_path, one_thread):
+    from pace_nb.analysis import tables as T
+    from pace_nb.core.errors import ConfigError
+    from pace_nb.experiments.grid import parse_config, run_grid
+    from pace_nb.experiments.store import ResultsStore
+
+    text = """
+[[spear]]
+datasets = ["demo"]
+seeds = [2024, 2025]
+seed_batch = 1
+variants = ["full"]
+methods = ["spear", "fedavg", "oasis"]
+rounds = 2
+run_seed = 7
+"""
+    store = ResultsStore(tmp_path / "store")
+    report = run_grid(parse_config(text), store, progress=False)
+    assert report.count("ran") == 2
+    rows = store.load()
+    assert sorted(set(rows.method)) == ["fedavg", "oasis", "spear"] and set(rows.seed) == {2024, 2025}
+    fedavg = rows[rows.method == "fedavg"].iloc[0]
+    p = json.loads(fedavg.params)
+    assert p["rounds"] == 2 and p["run_seed"] == 7 and p["evaluation"] == "complete_graph"
+    # FedAvg bytes: R rounds × K clients × dense float32 model, each way
+    F_, C = 600, 6
+    model = 4 * (F_ * 64 + 64 + 64 * C + C)
+    assert fedavg.bytes_up == fedavg.bytes_down == 2 * 10 * model
+    assert run_grid(parse_config(text), store, progress=False).count("done") == 2  # resumable
+    comp = T.comparison("spear-1", rows).set_index(["dataset", "method"])
+    want = rows[rows.method == "oasis"].acc
+    assert comp.loc[("demo", "oasis"), "ours_mean"] == pytest.approx(want.mean())
+    assert comp.loc[("demo", "dense"), "status"] == T.NOT_RUN
+    cost = T.comparison("spear-3", rows)
+    kib = cost[(cost.dataset == "demo") & (cost.method == "spear") & (cost.metric == "kib_client")].ours_mean.item()
+    spear = rows[rows.method == "spear"]
+    assert kib == pytest.approx((spear.bytes_up / 10 / 1024).mean())
+    assert "18.80" in T.render_markdown("spear-3", cost)  # the paper's CiteSeer value beside ours
+    with pytest.raises(ConfigError, match="unknown method"):
+        run_grid(parse_config(text.replace('"oasis"]', '"nosuch"]')), store, dry_run=True)
