@@ -239,3 +239,25 @@ run_seed = 7
     assert "18.80" in T.render_markdown("spear-3", cost)  # the paper's CiteSeer value beside ours
     with pytest.raises(ConfigError, match="unknown method"):
         run_grid(parse_config(text.replace('"oasis"]', '"nosuch"]')), store, dry_run=True)
+
+
+def test_cli_spear_methods(tmp_path, capsys, one_thread):
+    from pace_nb.cli import main
+
+    out = tmp_path / "cmp.json"
+    assert main(["spear", "--methods", "spear,oasis", "--seeds", "2024", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "oasis" in text and "kib_client" in text
+    payload = json.loads(out.read_text())
+    assert [s["method"] for s in payload["summary"]] == ["spear", "oasis"]
+    assert payload["summary"][1]["kib_client"] == pytest.approx(payload["rows"][1]["bytes_up"] / 10 / 1024)
+    assert main(["spear", "--methods", "spear,nosuch", "--seeds", "2024"]) == 2
+    assert "pace-nb: error: unknown method 'nosuch'" in capsys.readouterr().err
+
+
+def test_oneshot_method_runs_through_the_protocol(one_thread):
+    from pace_nb.methods.protocol import run_protocol
+
+    rows = run_protocol("demo", partition="dirichlet", beta=0.05, num_clients=10, seeds=(5,), methods=["oasis"],
+                        device="cpu", progress=False)
+    assert len(rows) == 1 and rows.receiver.item() == -1 and rows.seed.item() == 5 and rows.acc.item() > 50
