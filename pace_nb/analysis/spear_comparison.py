@@ -12,7 +12,6 @@ import math
 
 import pandas as pd
 
-from pace_nb.analysis.tables import TableDef, _m, canonical_method, register_table
 from pace_nb.core.schema import METHOD_LABELS
 from pace_nb.experiments.store import normalize_rows
 
@@ -23,15 +22,9 @@ _COMPARISON_LABELS = {**METHOD_LABELS, "fedadam": "FedOPT (FedAdam)", "dense": "
                       "fedsd2c": "FedSD2C", "ghost": "GHOST", "oasis": "OASIS"}
 
 
-def _comparison_label(e) -> str:
+def label(e) -> str:
     base = _COMPARISON_LABELS.get(e.method, e.method)
     return base + (f" [{e.variant}]" if e.variant.startswith("hidden") else "")
-
-
-register_table("spear-1", TableDef("spear", "main", "SPEAR Tab. 1: accuracy (%), Dirichlet β = 0.05, K = 10, "
-                                   "global model on the complete graph", _comparison_label, lambda e: e.dataset))
-register_table("spear-3", TableDef("spear", "cost", "SPEAR Tab. 3: wall time, upload per client (KiB) and total "
-                                   "communication (MiB)", _comparison_label, lambda e: f"{e.dataset} {_m(e)}"))
 
 
 def _comparison_rows(rows: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -48,7 +41,7 @@ def ours(e: pd.Series, rows: pd.DataFrame | None) -> tuple[float, float, int]:
     if r is None:
         return math.nan, math.nan, 0
     r = r[(r.dataset == e.dataset) & (r.num_clients == e.num_clients) & ((r.beta - e.beta).abs() < 1e-9)
-          & (r.method.map(canonical_method) == e.method) & (r.variant == e.variant)]
+          & (r.method.str.lower() == e.method) & (r.variant == e.variant)]
     if e.metric == "kib_client":
         vals = r.bytes_up / r.num_clients / 1024
     elif e.metric == "mib_total":
@@ -69,7 +62,7 @@ def entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -> pd.Da
     datasets = list(dict.fromkeys(r.dataset)) if r is not None else []
     pairs = [(m, "full" if m == "spear" else "native") for m in SPEAR_COMPARISON]
     if r is not None:  # other widths that were run (e.g. FedAvg at hidden 256 for Tab. 3)
-        pairs += [(m, v) for m, v in dict.fromkeys(zip(r.method.map(canonical_method), r.variant))
+        pairs += [(m, v) for m, v in dict.fromkeys(zip(r.method.str.lower(), r.variant))
                   if (m, v) not in pairs]
     metrics_ = ("acc",) if table == "main" else ("seconds", "kib_client", "mib_total")
     extra = [dict(base, dataset=d, method=m, variant=v, metric=x) for d in datasets for m, v in pairs for x in metrics_]
