@@ -73,7 +73,7 @@ class Ghost(OneShotMethod):
 
     name = "ghost"
     label = "GHOST"
-    paper = "Qian et al. 2025, GHOST: one-shot federated graph learning with proxy models and topology-critical consolidation"
+    paper = "Qian et al. 2025 (ICML), GHOST: one-shot federated graph learning"
     uses_local = True
     _parameter_constraints = {
         "gen_steps": [Interval(int, 0, 100_000)], "gen_lr": [Interval(float, 0.0, 10.0, closed="right")],

@@ -67,7 +67,7 @@ class Oasis(OneShotMethod):
 
     name = "oasis"
     label = "OASIS"
-    paper = "Wan et al. 2025, OASIS: one-shot federated graph learning with a topological codebook"
+    paper = "Wan et al. 2025 (NeurIPS), OASIS: one-shot federated graph learning"
     _parameter_constraints = {
         "codes_per_class": [Interval(int, 1, 10_000)], "iterations": [Interval(int, 0, 10_000)],
         "steps": [Interval(int, 0, 16)], "synthetic_nodes": [Interval(int, 1, 100_000)],
