@@ -1,6 +1,7 @@
 """GHOST (Qian et al., ICML 2025): one-shot FGL with client proxy generators and
 topology-critical parameter consolidation at the server.
 
+Source: the method as SPEAR §2 summarises it (the original code was not consulted here).
 Kept: each client trains a **proxy generator** of its local graph — node features and
 structure — guided by its locally trained GNN, and uploads it once with its label counts. The
 server integrates the clients **sequentially**: stage j trains the global GNN on client j's

@@ -1,6 +1,7 @@
 """OASIS (Wan et al., NeurIPS 2025): one-shot FGL with a topological codebook from which the
 server generates synthetic graphs.
 
+Source: the method as SPEAR §2 summarises it (the original code was not consulted here).
 Kept: each client quantizes its nodes' topology-aware representations into a small **codebook**
 (vector quantization, van den Oord et al. 2017) and uploads the codebook once — codewords, the
 class of each codeword, how many training nodes it holds, and the **code-to-code edge
