@@ -27,13 +27,19 @@ from typing import Any, Iterable, Sequence
 from pace_nb import __version__
 from pace_nb.core.config import PAPER_SEEDS, repo_root, resolve_device
 from pace_nb.core.errors import ConfigError, PaceNBError, unknown
+from pace_nb.core.validation import check_clients, check_ranks, check_seeds
 
 KERNEL = "python3"
 PACKAGE_DIR = Path(__file__).resolve().parent
-#: Parameters of a quick run (tests, ``pace-nb figures --quick``): seconds per notebook.
-QUICK_PARAMETERS: dict[str, Any] = {"dataset": "demo", "seeds": 2, "quick": True, "interactive": False}
-#: Quick values of parameters only some notebooks have (applied where the notebook has them).
-QUICK_EXTRA: dict[str, Any] = {"rounds": 5}
+#: Small values for a quick run (tests, ``pace-nb figures --quick``: seconds per notebook), each
+#: applied to the notebooks that declare that parameter. Notebooks never branch on "quick".
+QUICK_PARAMETERS: dict[str, Any] = {
+    "dataset": "demo", "seeds": 2, "interactive": False,
+    "ranks": [2, 6, 0], "variants": ["full", "mean"],                      # 02: rank study, Table 2
+    "baselines": ["fedavg"], "rounds": 5,                                   # 05: hidden layers
+    "sweeps": {"beta": [0.05, 0.15, 0.25], "gamma": [0.01, 0.1, 1.0], "T": [0, 1, 2, 4], "a": [0.0, 0.5, 0.9]},
+    "fill_empty": True,                                                     # 06: an in-memory run
+}
 
 
 class NotebookFailed(PaceNBError):
@@ -51,7 +57,6 @@ class NotebookContext:
     seeds: tuple[int, ...]
     rank: int
     device: str
-    quick: bool
     interactive: bool
     data_root: str | None
     results_dir: str | None
@@ -68,7 +73,7 @@ class NotebookContext:
 
     def describe(self) -> str:
         return (f"{self.notebook}: dataset={self.dataset}, clients={self.clients}, seeds={list(self.seeds)}, "
-                f"rank={self.rank}, device={self.device}, quick={self.quick}, figures → {self.figures_dir}")
+                f"rank={self.rank}, device={self.device}, figures → {self.figures_dir}")
 
 
 def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
@@ -80,10 +85,7 @@ def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
             raise ConfigError(f"seeds = {seeds}: give a count between 1 and {len(PAPER_SEEDS)} "
                               f"(the paper's seeds {PAPER_SEEDS}) or an explicit list")
         return PAPER_SEEDS[:seeds]
-    out = tuple(int(s) for s in seeds)
-    if not out or len(set(out)) != len(out):
-        raise ConfigError(f"seeds must be a non-empty list of distinct ints, got {list(seeds)}")
-    return out
+    return check_seeds(seeds, "seeds")
 
 
 def default_figures_dir() -> Path:
@@ -92,10 +94,11 @@ def default_figures_dir() -> Path:
 
 
 def setup_notebook(notebook: str, dataset: str, *, clients: int = 10, seeds: int | Sequence[int] = 5,
-                   rank: int = 6, device: str = "auto", quick: bool = False, interactive: bool = False,
+                   rank: int = 6, device: str = "auto", interactive: bool = False,
                    data_root: str | None = None, results_dir: str | None = None,
                    figures_dir: str | None = None) -> NotebookContext:
-    """Validate a notebook's parameters and prepare its run (style, folders).
+    """Validate a notebook's parameters and prepare its run (style, folders). A notebook passes
+    only the parameters it declares; the others keep these defaults.
 
     Raises :class:`~pace_nb.core.errors.UnknownNameError` for an unknown dataset and
     :class:`~pace_nb.core.errors.MissingDataError` (naming the folder and files) when its raw
@@ -112,17 +115,15 @@ def setup_notebook(notebook: str, dataset: str, *, clients: int = 10, seeds: int
                 f"raw files for {name} not found in {raw_dir(name, data_root)} (missing: {', '.join(miss)}); "
                 f"set data_root= (or $PACE_NB_DATA) to a folder holding {get_spec(name).folder}/raw, "
                 f"or run with dataset='demo'")
-    if not isinstance(clients, int) or isinstance(clients, bool) or clients < 2:
-        raise ConfigError(f"clients must be an integer >= 2, got {clients!r}")
-    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
-        raise ConfigError(f"rank must be an integer >= 1 (0 = dense), got {rank!r}")
+    check_clients(clients, "clients", minimum=2)
+    check_ranks([rank], "rank")
     dev = str(resolve_device(device))
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
     set_style()
     figs = Path(figures_dir) if figures_dir else default_figures_dir()
     figs.mkdir(parents=True, exist_ok=True)
-    return NotebookContext(notebook, name, clients, resolve_seeds(seeds), rank, dev, bool(quick),
-                           bool(interactive), data_root, results_dir, figs)
+    return NotebookContext(notebook, name, clients, resolve_seeds(seeds), rank, dev, bool(interactive),
+                           data_root, results_dir, figs)
 
 
 # ----------------------------------------------------------------------------- finding notebooks
@@ -293,7 +294,9 @@ def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, da
                   timeout: int = 900, log=None) -> list[NotebookRun]:
     """Execute the selected notebooks for each dataset; returns one :class:`NotebookRun` per job.
 
-    ``quick`` uses :data:`QUICK_PARAMETERS`; ``parameters`` override per call. Executed copies
+    ``quick`` passes :data:`QUICK_PARAMETERS` (those each notebook declares); ``parameters``
+    override per call and must be declared by every selected notebook; ``data_root`` /
+    ``results_dir`` go to the notebooks that declare them. Executed copies
     go to ``build_dir`` (default ``notebooks/_build``) as ``<stem>__<dataset>.ipynb`` with a
     JSON stamp beside them; unchanged jobs are skipped unless ``force``."""
     import nbformat
@@ -306,14 +309,19 @@ def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, da
     figs.mkdir(parents=True, exist_ok=True)
     package = package_fingerprint()
     runs = []
+    if datasets:  # registry names only: a name becomes part of the output path
+        from pace_nb.data.datasets import canonical_name
+
+        datasets = [canonical_name(d) for d in datasets]
     for ds in (datasets or default_datasets(quick, data_root)):
         for path in books:
             nb_defaults = parameters_cell(nbformat.read(path, as_version=4))
-            extra = {k: v for k, v in QUICK_EXTRA.items() if k in nb_defaults} if quick else {}
-            params = {**(QUICK_PARAMETERS if quick else {}), **extra, **(parameters or {}), "figures_dir": str(figs)}
+            small = {k: v for k, v in QUICK_PARAMETERS.items() if k in nb_defaults} if quick else {}
+            params = {**small, **(parameters or {}), "figures_dir": str(figs)}
             if ds is not None:
                 params["dataset"] = ds
-            params.update({k: v for k, v in (("data_root", data_root), ("results_dir", results_dir)) if v})
+            given = {"data_root": data_root, "results_dir": results_dir}
+            params.update({k: v for k, v in given.items() if v and k in nb_defaults})
             unknown_params = sorted(set(params) - set(nb_defaults))
             if unknown_params:
                 raise ConfigError(f"{path.name} has no parameter(s) {unknown_params}; its parameters: "

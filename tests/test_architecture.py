@@ -123,6 +123,17 @@ def test_old_import_paths_still_work():
     assert any(issubclass(w.category, DeprecationWarning) and "pace_nb.nn.gcn" in str(w.message) for w in caught)
 
 
+def test_names_of_the_former_flat_experiments_module_still_import():
+    """``pace_nb.experiments`` was a module (the grid) before it became a package."""
+    from pace_nb.experiments import grid
+
+    with pytest.warns(DeprecationWarning, match=r"pace_nb\.experiments\.run_grid moved to pace_nb\.experiments\.grid"):
+        from pace_nb.experiments import run_grid
+    assert run_grid is grid.run_grid
+    with pytest.raises(ImportError):
+        from pace_nb.experiments import no_such_name  # noqa: F401
+
+
 def test_public_api():
     for name in pace_nb.__all__:
         assert getattr(pace_nb, name) is not None

@@ -168,11 +168,14 @@ def test_fedpub_similarity_weights():
     np.testing.assert_allclose(w.sum(1).numpy(), 1.0)
 
 
-def test_fedpub_masks_l1_has_gradient_and_pruning(fg):
+def test_fedpub_l1_carries_no_gradient_and_pruning(fg):
+    """OpenFGL computes FedPub's L1 mask term on detached state: it must not move the masks."""
     ctx = _ctx(fg)
     m = make_method("fedpub", l1=0.01)
     start = m.start_models(ctx, ctx.start)
-    assert torch.equal(start["conv1.mask"], torch.ones_like(start["conv1.weight"]))
+    for name in ("conv1", "conv2", "lin"):
+        assert torch.equal(start[f"{name}.mask"], torch.ones_like(start[f"{name}.weight"]))
+    assert start["conv2.weight"].shape[1:] == (64, 64) and start["lin.weight"].shape[1:] == (fg.num_classes, 64)
     params = {k: v.clone().requires_grad_(True) for k, v in start.items()}
 
     class Step:
@@ -180,9 +183,8 @@ def test_fedpub_masks_l1_has_gradient_and_pruning(fg):
 
     step = Step()
     step.params, step.models = params, [0, 1, 2]
-    m.local_loss(step, ctx).backward()
-    torch.testing.assert_close(params["conv2.mask"].grad, torch.full_like(params["conv2.mask"], 0.01))
-    assert params["conv1.weight"].grad is None  # round 1: no proximal term
+    loss = m.local_loss(step, ctx)
+    assert float(loss) == 0.0 and not loss.requires_grad  # round 1: no L1 gradient, no proximal term
     pr = prune_masks({"conv1.mask": torch.tensor([0.005, -0.5, 0.0])}, 0.01)
     assert pr["conv1.mask"].tolist() == [0.0, -0.5, 0.0]
     x, P = proxy_graph(7, 1)
@@ -302,18 +304,31 @@ def test_fedtad_diversity_and_no_distillation_is_fedavg(fg):
 
 
 def test_rcl_loss_by_hand():
-    f = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
-    y = torch.tensor([0, 0, 1])
+    """Released FedRCL loss on a 4-sample toy batch, term by term with numpy loops."""
+    f = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [-0.6, 0.8]])
+    y = torch.tensor([0, 0, 1, 1])
     tau, lam = 0.5, 0.7
-    s = F.normalize(f, dim=1) @ F.normalize(f, dim=1).t()
-    total = 0.0
-    for i in (0, 1):  # anchors with a positive
-        j = 1 - i
-        others = [a for a in range(3) if a != i]
-        scl = -(s[i, j] / tau - torch.logsumexp(torch.stack([s[i, a] / tau for a in others]), 0))
-        dp = math.log(math.exp(1 / tau) + (math.exp(float(s[i, j]) / tau) if s[i, j] > lam else 0)) - 1 / tau
-        total += float(scl) + dp
-    assert float(rcl_loss(f, y, tau, lam, 1.0)) == pytest.approx(total / 2, rel=1e-5)
+    u = f.numpy() / np.linalg.norm(f.numpy(), axis=1, keepdims=True)
+    s = u @ u.T
+    total_scl, total_relax = 0.0, 0.0
+    for i in range(4):
+        same = [j for j in range(4) if y[j] == y[i]]
+        other = sorted((s[i, j] for j in range(4) if y[j] != y[i]), reverse=True)[:2]
+        p = min(s[i, j] for j in same)  # hardest positive (self included)
+        logits = np.array([p] + other) / tau
+        total_scl += -(logits[0] - np.log(np.exp(logits).sum()))
+        q = min(s[i, j] for j in same if j != i)
+        q = q if q >= lam else -1.0
+        pair = np.array([s[i, i], q]) / tau
+        total_relax += -(pair[0] - np.log(np.exp(pair).sum()))
+    expect = total_scl / 4 + total_relax / 4
+    assert float(rcl_loss(f, y, tau, lam)) == pytest.approx(expect, rel=1e-5)
+    # s(0,1) = 0.8 >= 0.7 is relaxed; s(2,3) = 0.8 too: lowering the threshold above 0.8 removes both
+    no_relax = total_scl / 4 + 4 * (np.log(np.exp(2.0) + np.exp(-2.0)) - 2.0) / 4
+    assert float(rcl_loss(f, y, tau, 0.9)) == pytest.approx(no_relax, rel=1e-5)
+    # a lone class-0 anchor: its positive is itself, its negatives the two most similar others
+    lone = rcl_loss(f[[0, 2, 3]], torch.tensor([0, 1, 1]), tau, lam)
+    assert math.isfinite(float(lone))
 
 
 def test_fedaux_factorized_kernel_matches_dense_and_weights_use_aux(fg):
@@ -326,7 +341,7 @@ def test_fedaux_factorized_kernel_matches_dense_and_weights_use_aux(fg):
         k = torch.exp(-(s[:, None] - s[None, :]) ** 2 / sigma**2)
         torch.testing.assert_close(kernel_smooth(h, a, sigma), k @ h / k.sum(1, keepdim=True), rtol=1e-5, atol=1e-5)
     ctx = _ctx(fg)
-    m = make_method("fedaux1r")
+    m = make_method("fedaux1r", similarity="aux", head="aux")
     start = m.start_models(ctx, ctx.start)
     assert torch.equal(start["aux"][0], start["aux"][2])  # a0 shared through the global model
     trained = dict(start)

@@ -64,7 +64,7 @@ def test_partition_dirichlet_cli(capsys):
 
 @pytest.mark.parametrize("argv,match", [
     (["partition", "--dataset", "nosuch"], "unknown dataset 'nosuch'; valid datasets: Actor, CiteSeer"),
-    (["partition", "--clients", "0"], "number of clients must be >= 1"),
+    (["partition", "--clients", "0"], "number of clients must be an integer >= 1"),
     (["partition", "--clients", "5000"], "exceeds the number of nodes N=2400"),
     (["partition", "--scheme", "dirichlet", "--beta", "0"], "beta must be > 0"),
     (["partition", "--scheme", "dirichlet", "--beta", "-2"], "beta must be > 0"),

@@ -213,3 +213,14 @@ def test_real_demo_cell(tmp_path):
     assert set(pooled.method) == {"local", "pace"} and set(pooled.seed) == {104729}
     assert len(store.receivers(method="pace")) == 3
     assert pooled.acc.between(0, 100).all()
+
+
+def test_spear_robustness_cells_record_the_perturbation_scope():
+    from pace_nb.experiments.grid import expand, parse_config
+
+    cells = expand(parse_config('[[spear]]\ndatasets = ["Cora"]\nrobustness = true\n'))
+    assert {json.loads(c.options)["scope"] for c in cells} == {"clients"}
+    glob = expand(parse_config('[[spear]]\ndatasets = ["Cora"]\nrobustness = true\nscope = "global"\n'))
+    assert {json.loads(c.options)["scope"] for c in glob} == {"global"} and glob[0].key != cells[0].key
+    with pytest.raises(ConfigError, match="perturbation scope"):
+        expand(parse_config('[[spear]]\ndatasets = ["Cora"]\nrobustness = true\nscope = "server"\n'))

@@ -16,8 +16,7 @@ from pace_nb.core.errors import ConfigError, UnknownNameError
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-COMMON = {"dataset", "clients", "seeds", "rank", "device", "quick", "interactive", "data_root", "results_dir",
-          "figures_dir"}
+REQUIRED = {"dataset", "seeds", "device", "figures_dir"}  # what every notebook computes / saves with
 
 
 def test_six_notebooks_are_committed():
@@ -36,7 +35,7 @@ def test_committed_notebook_form(path):
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1 and tagged[0] is code[0]
     defaults = nbr.parameters_cell(nb)
-    assert COMMON <= set(defaults) and defaults["interactive"] is False and defaults["quick"] is False
+    assert REQUIRED <= set(defaults) and defaults.get("interactive", False) is False
     from papermill.translators import PythonTranslator
 
     parsed = {p.name for p in PythonTranslator.inspect(tagged[0])}
@@ -44,6 +43,30 @@ def test_committed_notebook_form(path):
     assert "# " in tagged[0].source  # commented defaults
     assert "setup_notebook(" in code[1].source and f'"{path.stem}"' in code[1].source
     assert "*.ipynb filter=nbstripout" in (ROOT / ".gitattributes").read_text()
+
+
+def _names_used(nb) -> set[str]:
+    """Names the code cells after the parameters cell read."""
+    import ast
+
+    code = [c for c in nb.cells if c.cell_type == "code"][1:]
+    return {n.id for c in code for n in ast.walk(ast.parse(c.source)) if isinstance(n, ast.Name)}
+
+
+@pytest.mark.parametrize("path", BOOKS, ids=lambda p: p.stem)
+def test_notebook_declares_only_parameters_it_uses(path):
+    """Every declared parameter is read by a later cell; no cell branches on a quick flag
+    (quick values come from the runner: every QUICK_PARAMETERS key is some notebook's parameter)."""
+    nb = nbformat.read(path, as_version=4)
+    defaults = nbr.parameters_cell(nb)
+    assert set(defaults) - _names_used(nb) == set(), "declared but never used"
+    assert "quick" not in defaults
+    assert not [c for c in nb.cells if "quick" in c.source and c.cell_type == "code"]
+
+
+def test_quick_parameters_each_belong_to_a_notebook():
+    declared = set().union(*(nbr.parameters_cell(nbformat.read(p, as_version=4)) for p in BOOKS))
+    assert set(nbr.QUICK_PARAMETERS) <= declared
 
 
 def test_committed_notebooks_are_nbstripout_fixed_points():
@@ -97,7 +120,7 @@ def test_input_key_tracks_notebook_parameters_and_package(tmp_path):
 
 # ----------------------------------------------------------------------------- runner on tiny notebooks
 def _tiny(folder: Path, body: str, name: str = "01_tiny") -> Path:
-    params = new_code_cell('value: int = 1  # a number\ndataset: str = "x"  # a label\n'
+    params = new_code_cell('value: int = 1  # a number\ndataset: str = "demo"  # a registered dataset name\n'
                            'figures_dir: "Optional[str]" = None  # output folder')
     params.metadata["tags"] = ["parameters"]
     nb = new_notebook(cells=[params, new_code_cell(body)],
@@ -121,7 +144,7 @@ def test_runner_skips_unchanged_reruns_changed_and_uses_inline_backend(tmp_path,
     monkeypatch.setenv("MPLBACKEND", "Agg")  # as pytest sets it: must not reach the kernel
     books, figs, build = tmp_path / "nb", tmp_path / "figs", tmp_path / "build"
     _tiny(books, BODY)
-    kw = dict(notebooks_dir=books, figures_dir=figs, build_dir=build, datasets=["x"])
+    kw = dict(notebooks_dir=books, figures_dir=figs, build_dir=build, datasets=["demo"])
     first = nbr.run_notebooks(parameters={"value": 1}, **kw)
     assert [r.status for r in first] == ["executed"] and first[0].figures == ["01_fig_1.png"]
     out = nbformat.read(first[0].output, as_version=4)
@@ -144,8 +167,8 @@ def test_failing_cell_names_notebook_and_cell(tmp_path):
     _tiny(books, "x = 1\nraise ValueError('broken on purpose')", name="02_bad")
     with pytest.raises(nbr.NotebookFailed, match=r"02_bad.ipynb failed in cell 2 of the executed copy \(In \[3\]: x = 1\): "
                                                     r"ValueError: broken on purpose"):
-        nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "f", build_dir=tmp_path / "b", datasets=["x"])
-    assert not (tmp_path / "b" / "02_bad__x.json").exists()  # a failed run leaves no stamp
+        nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "f", build_dir=tmp_path / "b", datasets=["demo"])
+    assert not (tmp_path / "b" / "02_bad__demo.json").exists()  # a failed run leaves no stamp
 
 
 def test_first_cell_fails_clearly_under_papermill(tmp_path):
@@ -198,16 +221,15 @@ g = torch.Generator().manual_seed(0)
 zl = [torch.randn(12, 3, generator=g)]
 lg = views.ReceiverLogits(zl, [z + 1 for z in zl], [torch.arange(12) % 3], [torch.arange(12) < 6],
                           [torch.arange(12) >= 6], {0: 0.5})
-box = widgets.alpha_explorer(lg, views.alpha_paths(lg, 5), interactive=True)
-print("live widgets:", box is not None)"""
+widgets.alpha_explorer(lg, views.alpha_paths(lg, 5), interactive=True)"""
 
 
-def test_widgets_attach_in_a_live_kernel(tmp_path):
-    """In a real kernel, interactive=True shows the static figure AND a widget box."""
+def test_widgets_attach_once_in_a_live_kernel(tmp_path):
+    """In a real kernel, interactive=True shows exactly one output: the live widget view, with
+    no static figure beside it and no cell value (which Jupyter would render a second time)."""
     books = tmp_path / "nb"
     _tiny(books, WIDGET_BODY)
-    run = nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "f", build_dir=tmp_path / "b", datasets=["x"])
+    run = nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "f", build_dir=tmp_path / "b", datasets=["demo"])
     outs = nbformat.read(run[0].output, as_version=4).cells[-1].outputs
-    kinds = [k for o in outs for k in o.get("data", {})]
-    assert "image/png" in kinds and "application/vnd.jupyter.widget-view+json" in kinds
-    assert "live widgets: True" in "".join(o.get("text", "") for o in outs)
+    assert [o.output_type for o in outs] == ["display_data"]
+    assert "application/vnd.jupyter.widget-view+json" in outs[0].data and "image/png" not in outs[0].data

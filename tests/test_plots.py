@@ -300,13 +300,13 @@ def test_rows_for_tables_policy(results_tmp):
         calls.append((dataset, kw))
         return make_rows(dataset, num_clients=10)
 
-    rows, source = views.rows_for_tables(None, quick=False, dataset="Cora", runner=runner)
+    rows, source = views.rows_for_tables(None, fill_empty=False, dataset="Cora", runner=runner)
     assert rows.empty and "store is empty" in source and not calls  # never runs anything unasked
-    rows, source = views.rows_for_tables(None, quick=True, dataset="Cora", runner=runner, seeds=(1,))
+    rows, source = views.rows_for_tables(None, fill_empty=True, dataset="Cora", runner=runner, seeds=(1,))
     assert calls == [("Cora", {"progress": False, "seeds": (1,)})] and "in-memory" in source
     assert len(rows) == len(make_rows("Cora", num_clients=10))
     ResultsStore().append(make_rows("demo", num_clients=3))
-    rows, source = views.rows_for_tables(None, quick=True, dataset="Cora", runner=runner)
+    rows, source = views.rows_for_tables(None, fill_empty=True, dataset="Cora", runner=runner)
     assert sorted(rows["dataset"].unique()) == ["Cora", "demo"] and len(calls) == 2
-    rows, source = views.rows_for_tables(None, quick=True, dataset="demo", runner=runner)
+    rows, source = views.rows_for_tables(None, fill_empty=True, dataset="demo", runner=runner)
     assert len(calls) == 2 and "in-memory" not in source  # stored rows for the dataset: store only

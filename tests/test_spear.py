@@ -270,7 +270,7 @@ def test_feature_masking_share():
 
 def test_perturb_federated_reinduces_clients():
     fg = make_fed(PARTS3)
-    pf = perturb.perturb_federated(fg, rho=0.5, eta=0.3, seed=0)
+    pf = perturb.perturb_federated(fg, rho=0.5, eta=0.3, seed=0, scope="global")
     assert torch.equal(pf.global_mask("test"), fg.global_mask("test"))
     for c, p in zip(fg.clients, pf.clients):
         ref, _ = subgraph(c.global_ids, pf.data.edge_index, relabel_nodes=True, num_nodes=fg.data.num_nodes)
@@ -278,3 +278,50 @@ def test_perturb_federated_reinduces_clients():
         assert torch.equal(p.train_mask, c.train_mask)
     assert not torch.equal(fg.data.x, pf.data.x)  # the original is untouched
     assert fg.data.x.ne(0).all()
+
+
+# ----------------------------------------------------------------------------- OpenFGL client-scope noise
+def test_client_edge_noise_counts_are_exact():
+    fg = make_fed(PARTS3)
+    for c in fg.clients:
+        before = {tuple(p) for p in perturb.undirected_pairs(c.edge_index).tolist()}
+        out = perturb.perturb_client_edges(c.edge_index, c.num_nodes, 0.5, seed=(7, c.index))
+        after = {tuple(p) for p in perturb.undirected_pairs(out).tolist()}
+        m = round(0.5 * len(before))
+        free = c.num_nodes * (c.num_nodes - 1) // 2 - len(before)
+        assert len(before - after) == m and len(after - before) == min(m, free)
+        assert all(0 <= u < v < c.num_nodes for u, v in after)
+        s = set(map(tuple, out.T.tolist()))
+        assert all((v, u) in s for u, v in s) and all(u != v for u, v in s)
+    # a 5-node path: |E| = 4, round(0.5 · 4) = 2 deleted and 2 added
+    path = torch.tensor([[0, 1, 1, 2, 2, 3, 3, 4], [1, 0, 2, 1, 3, 2, 4, 3]])
+    und = perturb.undirected_pairs(perturb.perturb_client_edges(path, 5, 0.5, seed=1))
+    assert len(und) == 4 and len({tuple(p) for p in und.tolist()} & {(0, 1), (1, 2), (2, 3), (3, 4)}) == 2
+    # a triangle has no non-edge: deletions only
+    tri = torch.tensor([[0, 1, 1, 2, 0, 2], [1, 0, 2, 1, 2, 0]])
+    assert len(perturb.undirected_pairs(perturb.perturb_client_edges(tri, 3, 1.0, seed=0))) == 0
+
+
+def test_nnz_feature_noise_zeroes_int_eta_nnz_per_node():
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(60, 30, generator=g) < 0.3).float() * (1 + torch.rand(60, 30, generator=g))
+    for eta in (0.5, 0.3, 1.0):
+        xm = perturb.mask_features(x, eta, seed=3, mode="nnz")
+        nnz, left = (x != 0).sum(1), (xm != 0).sum(1)
+        assert torch.equal(nnz - left, torch.tensor([int(eta * int(n)) for n in nnz]))
+        kept = xm != 0
+        assert torch.equal(xm[kept], x[kept]) and not bool(((x == 0) & (xm != 0)).any())
+    assert torch.equal(perturb.mask_features(x, 0.5, seed=3, mode="nnz"), perturb.mask_features(x, 0.5, seed=3, mode="nnz"))
+
+
+def test_client_scope_keeps_the_evaluation_graph_clean():
+    fg = make_fed(PARTS3)
+    pf = perturb.perturb_federated(fg, rho=0.5, eta=0.5, seed=0)  # scope="clients" by default
+    assert pf.config["perturb"]["scope"] == "clients" and pf.config["perturb"]["mask_mode"] == "nnz"
+    assert torch.equal(pf.data.edge_index, fg.data.edge_index) and torch.equal(pf.data.x, fg.data.x)
+    for c, p in zip(fg.clients, pf.clients):
+        assert torch.equal(p.train_mask, c.train_mask) and torch.equal(p.global_ids, c.global_ids)
+        assert torch.equal((c.x != 0).sum(1) - (p.x != 0).sum(1), ((c.x != 0).sum(1) * 0.5).long())
+        assert torch.equal(p.edge_index, perturb.perturb_client_edges(c.edge_index, c.num_nodes, 0.5, (0, c.index)))
+    with pytest.raises(UnknownNameError, match="scope"):
+        perturb.perturb_federated(fg, rho=0.5, scope="server")

@@ -41,7 +41,7 @@ def test_ablation_rows_and_semantics():
 def test_robustness_drop_and_zero_noise():
     fg = fed()
     df = sa.robustness(fg, rho=0.5, eta=0.5, seed=1)
-    assert list(df["condition"]) == ["clean", "edges", "features"]
+    assert list(df["condition"]) == ["clean", "edges", "features"] and (df["scope"] == "clients").all()
     assert df["drop"].tolist() == pytest.approx((df["acc"].iloc[0] - df["acc"]).tolist())
     assert df.loc[1, "rho"] == 0.5 and df.loc[2, "eta"] == 0.5 and df.loc[0, "drop"] == 0
     zero = sa.robustness(fg, rho=0.0, eta=0.0)
@@ -191,3 +191,34 @@ def test_federated_models_stages():
     assert not torch.equal(tra[0]["conv1.weight"], tra[1]["conv1.weight"])           # local updates differ
     with pytest.raises(UnknownNameError, match="stage"):
         sa.federated_models(fg, "fedavg", rounds=1, stage="final")
+
+
+def test_silhouette_readings_confound_by_hand_and_central_summaries():
+    from pace_nb.methods.spear import readings as rd
+    from pace_nb.nn.gcn import init_params
+
+    fg = fed()
+    owner, y = sa.client_of_nodes(fg), fg.data.y.view(-1).numpy()
+    keep = owner >= 0
+    o, c = owner[keep], y[keep]
+    # one-hot client vectors: cosine distance 0 within a client, 1 across clients
+    dist = (o[:, None] != o[None, :]).astype(float)
+    s = []
+    for i in range(len(o)):
+        same = (c == c[i]) & (np.arange(len(o)) != i)
+        if not same.any():
+            s.append(0.0)
+            continue
+        a = dist[i, same].mean()
+        b = min(dist[i, c == k].mean() for k in np.unique(c) if k != c[i])
+        s.append((b - a) / max(a, b) if max(a, b) > 0 else 0.0)
+    assert rd.confound_score(fg, sample_size=None) == pytest.approx(float(np.mean(s)), abs=1e-9)
+    models = [init_params(fg.num_features, fg.num_classes, 16, k) for k in range(fg.num_clients)]
+    df = rd.silhouette_readings(fg, methods=("given",), models={"given": models}, sample_size=None)
+    cen = df[(df.reading == "central") & (df.stat == "")]
+    assert list(cen.receiver) == list(range(fg.num_clients))
+    summ = df[df.stat != ""].set_index("stat").silhouette
+    assert summ["mean"] == pytest.approx(cen.silhouette.mean()) and summ["min"] == pytest.approx(cen.silhouette.min())
+    h0 = rd.complete_graph_hidden(fg, models[0]).numpy()[keep]
+    assert cen.silhouette.iloc[0] == pytest.approx(sa.silhouette(h0, c, None))
+    assert set(df.reading) == {"confound", "class", "client", "central"}

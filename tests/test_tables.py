@@ -1,6 +1,7 @@
 """Paper values typed in exactly; tables render ours beside the paper's, "not run" otherwise."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -154,3 +155,35 @@ def test_rows_rebuilt_from_csv_are_lines_of_the_paper(table, blocks):
             cells = [pv.loc[(method, d, m)] for d in datasets for m in ("acc", "f1_weighted")]
             line = label + "\t" + "\t".join(f"{c.value:.2f} $\\pm$ {c['std']:.2f}" for c in cells)
             assert line in lines, line
+
+
+def test_spear_robustness_tables_split_by_scope_and_carry_notes():
+    rows = []
+    for seed in (0, 1):
+        for variant, acc, scope in (("full", 80.0, None), ("edge_noise", 79.0, "clients"), ("edge_noise", 70.0, "global"),
+                                    ("feature_noise", 80.5, "clients"), ("feature_noise", 60.0, "global")):
+            params = {"beta": 0.05, **({"scope": scope} if scope else {})}
+            rows.append(dict(dataset="Cora", partition="dirichlet", num_clients=10, seed=seed, method="spear",
+                             variant=variant, rank=0, receiver=-1, acc=acc, params=json.dumps(params)))
+    rows = pd.DataFrame(rows)
+    cl = T.comparison("spear-robustness", rows).set_index(["dataset", "variant"])
+    gl = T.comparison("spear-robustness-global", rows).set_index(["dataset", "variant"])
+    assert cl.loc[("Cora", "edge_noise"), "ours_mean"] == pytest.approx(1.0)
+    assert cl.loc[("Cora", "feature_noise"), "ours_mean"] == pytest.approx(-0.5)
+    assert gl.loc[("Cora", "edge_noise"), "ours_mean"] == pytest.approx(10.0)
+    assert gl.loc[("all", "feature_noise"), "ours_mean"] == pytest.approx(20.0)
+    md = T.render_markdown("spear-robustness", T.comparison("spear-robustness", rows))
+    assert "scope: clients" in md and "* Scope clients" in md
+    assert "FedNova = FedAvg exactly" in T.render_markdown("1", T.comparison("1", None))
+
+
+def test_spear_communication_units_per_client_kib_and_total_mib():
+    rows = pd.DataFrame([
+        dict(dataset="CiteSeer", partition="dirichlet", num_clients=10, seed=0, method="spear", variant="comm", rank=0,
+             receiver=-1, acc=70.0, bytes_up=10 * 14812.0, bytes_down=0.0, params='{"beta": 0.05}'),
+        dict(dataset="CiteSeer", partition="dirichlet", num_clients=10, seed=0, method="fedavg", variant="multiround",
+             rank=0, receiver=-1, acc=70.0, bytes_up=100 * 10 * 2**20 / 2, bytes_down=100 * 10 * 2**20 / 2,
+             params='{"beta": 0.05}')])
+    comp = T.comparison("spear-efficiency", rows).set_index(["dataset", "method", "variant", "metric"])
+    assert comp.loc[("CiteSeer", "spear", "comm", "comm_kb"), "ours_mean"] == pytest.approx(14812 / 1024)
+    assert comp.loc[("CiteSeer", "fedavg", "multiround", "comm_mb"), "ours_mean"] == pytest.approx(1000.0)

@@ -10,8 +10,22 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import SETTING
 from pace_nb.experiments.store import filter_rows, load_results, normalize_rows
+
+
+def _check_unmixed(pooled: pd.DataFrame, by: list[str]) -> None:
+    """One pooled row per setting × seed: two (other ``params``, e.g. another data seed or
+    training config) would silently average two experiments; that is a ConfigError."""
+    twice = pooled.duplicated(subset=by + ["seed"], keep=False)
+    if twice.any():
+        row = pooled[twice].iloc[0]
+        same = pooled[twice & (pooled[by + ["seed"]] == row[by + ["seed"]]).all(axis=1)]
+        what = ", ".join(f"{c}={row[c]}" for c in by if row[c] != "")
+        raise ConfigError(f"the rows mix {len(same)} runs of one setting ({what}, seed {row['seed']}) that differ in "
+                          f"params ({' | '.join(same['params'].astype(str).tolist()[:2])}); filter the rows or keep "
+                          f"such runs in separate results stores")
 
 
 def summarize(rows: pd.DataFrame | str | os.PathLike | None = None, by: Iterable[str] = SETTING, *,
@@ -29,6 +43,7 @@ def summarize(rows: pd.DataFrame | str | os.PathLike | None = None, by: Iterable
     keys = frame[by].astype(object).where(frame[by].notna(), "")  # NaN beta must not drop groups
     frame = frame.assign(**{c: keys[c] for c in by})
     pooled, recv = frame[frame.receiver == -1], frame[frame.receiver >= 0]
+    _check_unmixed(pooled, by)
     out = pooled.groupby(by, sort=sort, dropna=False).agg(
         n_seeds=("seed", "nunique"), acc_mean=("acc", "mean"), acc_std=("acc", "std"),
         f1w_mean=("f1_weighted", "mean"), f1w_std=("f1_weighted", "std"),

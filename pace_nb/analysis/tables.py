@@ -8,6 +8,7 @@ missing from the results is shown as "not run" — never filled in.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pace_nb.core.registry import Registry
 from pace_nb.core.schema import METHOD_LABELS, PACE_VARIANT_LABELS, SETTING, SPEAR_VARIANT_LABELS
 from pace_nb.core.io import atomic_write_csv, atomic_write_text
 from pace_nb.analysis import spear_comparison as sc
+from pace_nb.analysis.gap_notes import PACE_BASELINE_NOTES, SPEAR_EFFICIENCY_NOTES, SPEAR_ROBUSTNESS_NOTES
 from pace_nb.analysis.paper_values import paper_values
 from pace_nb.analysis.summary import summarize
 from pace_nb.experiments.store import normalize_rows
@@ -137,10 +139,12 @@ class TableDef:
     title: str
     row: Callable[[pd.Series], str]
     col: Callable[[pd.Series], str]
+    notes: tuple[str, ...] = ()  # one line per remaining gap and its cause (DESIGN §12), printed under the table
 
 
+_ROBUST_COLS = {"edge_noise": "edges ρ=0.5", "feature_noise": "features η=0.5"}
 _BUILTIN: dict[str, TableDef] = {
-    **{t: TableDef("pace", t, title, _label_method, lambda e: f"{e.dataset} {_m(e)}") for t, title in (
+    **{t: TableDef("pace", t, title, _label_method, lambda e: f"{e.dataset} {_m(e)}", PACE_BASELINE_NOTES) for t, title in (
         ("1", "PACE Table 1: Louvain, C = 10 (accuracy, weighted-F1)"),
         ("8", "PACE Table 8: Louvain, C = 20"), ("9", "PACE Table 9: Louvain, C = 30"),
         ("11", "PACE Table 11: METIS, C = 10"), ("12", "PACE Table 12: Dirichlet β = 0.5, C = 10"))},
@@ -160,18 +164,23 @@ _BUILTIN: dict[str, TableDef] = {
                   f"{'Transport' if e.variant == 'transport' else 'Transport + CNLL'} {_m(e)}"),
     "7": TableDef("pace", "7", "PACE Table 7: matched calibration fairness controls, C = 10",
                   lambda e: f"{METHOD_LABELS.get(e.method, e.method)} {'None' if e.variant == 'native' else 'CNLL'}",
-                  lambda e: f"{e.dataset} {_m(e)}"),
+                  lambda e: f"{e.dataset} {_m(e)}", PACE_BASELINE_NOTES),
     "10": TableDef("pace", "10", "PACE Table 10: fixed-class macro-F1, Louvain, C = 10/20/30",
                    lambda e: f"C={e.num_clients} {METHOD_LABELS.get(e.method, e.method)}", lambda e: e.dataset),
     "A": TableDef("pace", "A", "PACE App. A: receiver-seed harm diagnostics (PACE vs Local, citation datasets, C = 10)",
                   lambda e: METRICS.get(e.metric, e.metric.replace("_", " ")), lambda e: e.dataset),
     "spear-ablation": TableDef("spear", "ablation", "SPEAR Tab. 4: ablation (accuracy), Dirichlet β = 0.05, K = 10",
                                lambda e: SPEAR_VARIANTS.get(e.variant, e.variant), lambda e: e.dataset),
-    "spear-robustness": TableDef("spear", "robustness", "SPEAR Tab. 2: robustness (accuracy drop, points)",
-                                 lambda e: e.dataset, lambda e: {"edge_noise": "edges ρ=0.5",
-                                                                  "feature_noise": "features η=0.5"}[e.variant]),
+    "spear-robustness": TableDef("spear", "robustness",
+                                 "SPEAR Tab. 2: robustness (accuracy drop, points), perturbation scope: clients",
+                                 lambda e: e.dataset, lambda e: _ROBUST_COLS[e.variant], SPEAR_ROBUSTNESS_NOTES),
+    "spear-robustness-global": TableDef("spear", "robustness",
+                                        "SPEAR Tab. 2: robustness (accuracy drop, points), perturbation scope: "
+                                        "global (evaluation graph perturbed too)",
+                                        lambda e: e.dataset, lambda e: _ROBUST_COLS[e.variant], SPEAR_ROBUSTNESS_NOTES),
     "spear-efficiency": TableDef("spear", "efficiency", "SPEAR Tab. 3: communication and time",
-                                 lambda e: e.dataset, lambda e: f"{METHOD_LABELS.get(e.method, e.method)} {_m(e)}"),
+                                 lambda e: e.dataset, lambda e: f"{METHOD_LABELS.get(e.method, e.method)} {_m(e)}",
+                                 SPEAR_EFFICIENCY_NOTES),
 }
 
 #: Table id → :class:`TableDef`; ``pace-nb tables`` renders every registered table.
@@ -215,10 +224,20 @@ def _spear_entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -
     return frame.drop_duplicates(subset=["dataset", "method", "variant", "metric"], keep="first")
 
 
-def _spear_ours(e: pd.Series, rows: pd.DataFrame | None) -> tuple[float, float, int]:
+def _row_scope(params) -> str:
+    """Perturbation scope recorded in a row's params ("" when none)."""
+    try:
+        return str(json.loads(params).get("scope", "")) if isinstance(params, str) else ""
+    except (ValueError, AttributeError):
+        return ""
+
+
+def _spear_ours(e: pd.Series, rows: pd.DataFrame | None, scope: str = "clients") -> tuple[float, float, int]:
     if rows is None or not len(rows):
         return math.nan, math.nan, 0
     r = normalize_rows(rows)
+    if e.metric == "max_drop_pts" and "params" in r.columns:  # robustness rows of the other scope are left out
+        r = r[[_row_scope(p) in ("", scope) for p in r["params"]]]
     r = r[(r.partition == "dirichlet") & (r.num_clients == e.num_clients) & (r.receiver == -1)
           & ((r.beta - e.beta).abs() < 1e-9)]
     if e.dataset != "all":
@@ -234,9 +253,12 @@ def _spear_ours(e: pd.Series, rows: pd.DataFrame | None) -> tuple[float, float, 
             return (drops.groupby("dataset").mean().max() if len(drops) else math.nan), math.nan, \
                 int(drops.index.get_level_values("seed").nunique())
         vals = drops
-    elif e.metric in ("comm_kb", "comm_mb"):
+    elif e.metric == "comm_kb":  # per client, KiB (the paper's 18.8 KB is per client)
         g = sel(e.method, e.variant)
-        vals = (g.bytes_up.fillna(0) + g.bytes_down.fillna(0)) / (1e3 if e.metric == "comm_kb" else 1e6)
+        vals = (g.bytes_up.fillna(0) + g.bytes_down.fillna(0)) / g.num_clients / 1024
+    elif e.metric == "comm_mb":  # total, MiB
+        g = sel(e.method, e.variant)
+        vals = (g.bytes_up.fillna(0) + g.bytes_down.fillna(0)) / 2**20
     elif e.metric == "seconds":
         vals = sel(e.method, e.variant).seconds
     elif e.metric == "speedup_vs_fedavg":
@@ -275,7 +297,8 @@ def comparison(table_id: str, rows: pd.DataFrame | None) -> pd.DataFrame:
         got = [sc.ours(e, rows) for _, e in paper.iterrows()]
     elif t.paper == "spear":
         paper = _spear_entries(t.table, paper, rows)
-        got = [_spear_ours(e, rows) for _, e in paper.iterrows()]
+        scope = "global" if table_id.endswith("-global") else "clients"
+        got = [_spear_ours(e, rows, scope) for _, e in paper.iterrows()]
     elif t.table == "A":
         got = [_appendix_a(e, rows) for _, e in paper.iterrows()]
     else:
@@ -336,7 +359,9 @@ def render_markdown(table_id: str, comp: pd.DataFrame) -> str:
         return head + "(no entries)\n"
     lines = ["| | " + " | ".join(grid.columns) + " |", "|---" * (len(grid.columns) + 1) + "|"]
     lines += [f"| {idx} | " + " | ".join(r) + " |" for idx, r in zip(grid.index, grid.values.tolist())]
-    return head + "\n".join(lines) + "\n"
+    notes = TABLES[table_id].notes
+    tail = ("\n" + "\n".join(f"* {n}" for n in notes) + "\n") if notes else ""
+    return head + "\n".join(lines) + "\n" + tail
 
 
 _TEX = {"±": r"$\pm$", "α": r"$\alpha$", "β": r"$\beta$", "ρ": r"$\rho$", "η": r"$\eta$", "Δ": r"$\Delta$",
@@ -354,7 +379,9 @@ def render_latex(table_id: str, comp: pd.DataFrame) -> str:
     lines = [r"\begin{table}[t]", r"\centering\scriptsize", r"\begin{tabular}{l" + "l" * len(grid.columns) + "}",
              r"\toprule", " & " + " & ".join(_tex(c) for c in grid.columns) + r" \\", r"\midrule"]
     lines += [_tex(idx) + " & " + " & ".join(_tex(c) for c in r) + r" \\" for idx, r in zip(grid.index, grid.values.tolist())]
-    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(TABLES[table_id].title)}. Each cell: ours / paper (ours $-$ paper).}}",
+    notes = "".join(" " + _tex(n) for n in TABLES[table_id].notes)
+    lines += [r"\bottomrule", r"\end{tabular}",
+              rf"\caption{{{_tex(TABLES[table_id].title)}. Each cell: ours / paper (ours $-$ paper).{notes}}}",
               r"\end{table}"]
     return "\n".join(lines) + "\n"
 

@@ -11,7 +11,7 @@ import sys
 
 from pace_nb.core.errors import PaceNBError
 
-COMMANDS = ("datasets", "partition", "run", "spear", "grid", "tables", "figures")
+COMMANDS = ("datasets", "partition", "run", "spear", "grid", "tables", "figures", "flower")
 
 DESCRIPTION = """\
 pace_nb — one-shot federated graph learning, reproducible from the command line.
@@ -23,6 +23,7 @@ pace_nb — one-shot federated graph learning, reproducible from the command lin
   pace-nb grid CONFIG              run an experiment grid into the results store (resumable)
   pace-nb tables                   the papers' tables, ours beside the paper's values
   pace-nb figures [--quick]        execute every notebook with papermill; figures to figures/
+  pace-nb flower simulate|deploy   PACE / SPEAR as Flower apps (simulation, loopback deployment)
 
 Run `pace-nb COMMAND --help` for each command's options. Defaults are the papers' values.
 """

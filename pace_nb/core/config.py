@@ -21,10 +21,27 @@ def model_seed(run_seed: int, client: int) -> int:
 
 
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
-    """``"auto"`` → CUDA when available, else CPU."""
+    """``"auto"`` → CUDA when available, else CPU; ``cpu``, ``cuda``, ``cuda:i`` (an existing GPU),
+    ``mps`` (when available). Anything else is a :class:`~pace_nb.core.errors.ConfigError`."""
+    from pace_nb.core.errors import ConfigError
+
     if device is None or str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ConfigError(f"unknown device {str(device)!r}; valid: auto, cpu, cuda, cuda:<index>, mps") from None
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {str(device)!r} asked for, but CUDA is not available here; use --device cpu or auto")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(f"device {str(device)!r}: only {torch.cuda.device_count()} CUDA device(s) present")
+        return dev
+    if dev.type == "mps" and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return dev
+    raise ConfigError(f"device {str(device)!r} is not supported or not available; valid: auto, cpu, cuda, cuda:<index>, mps")
 
 
 def progress(iterable: Iterable[T], enabled: bool = True, **kw) -> Iterable[T]:
@@ -49,15 +66,53 @@ def _default_dir(sub: str) -> Path:
     return (root / "data" / sub) if root is not None else Path.home() / ".cache" / "pace_nb" / sub
 
 
+def ensure_dir(p: Path, what: str, hint: str = "") -> Path:
+    """Create folder ``p`` (and parents); a file in the way or a read-only place is a ConfigError."""
+    from pace_nb.core.errors import ConfigError
+
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"{what} {p} is a file, not a folder{hint}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot create {what} {p} ({exc.strerror or exc}){hint}") from None
+    if not p.is_dir():
+        raise ConfigError(f"{what} {p} is not a folder{hint}")
+    return p
+
+
+def check_writable(p: Path, what: str, hint: str = "") -> Path:
+    """Raise ConfigError unless a file can be created in folder ``p`` (probed, so root and
+    read-only file systems are judged alike)."""
+    import tempfile
+
+    from pace_nb.core.errors import ConfigError
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=p, prefix=".write-probe.")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise ConfigError(f"{what} {p} is not writable ({exc.strerror or exc}){hint}") from None
+    return p
+
+
 def cache_dir(path: str | os.PathLike | None = None) -> Path:
     """Writable cache: argument > ``$PACE_NB_CACHE`` > ``<repo>/data/cache``."""
     p = Path(path) if path else Path(os.environ["PACE_NB_CACHE"]) if os.environ.get("PACE_NB_CACHE") else _default_dir("cache")
-    p.mkdir(parents=True, exist_ok=True)
-    return p
+    return ensure_dir(p, "cache folder", "; point $PACE_NB_CACHE at a writable folder")
 
 
-def results_dir(path: str | os.PathLike | None = None) -> Path:
-    """Results store: argument > ``$PACE_NB_RESULTS`` > ``<repo>/data/results``."""
+def results_dir(path: str | os.PathLike | None = None, create: bool = True) -> Path:
+    """Results store: argument > ``$PACE_NB_RESULTS`` > ``<repo>/data/results``.
+
+    ``create=False``: the folder must already exist (readers such as ``pace-nb tables``)."""
     p = Path(path) if path else Path(os.environ["PACE_NB_RESULTS"]) if os.environ.get("PACE_NB_RESULTS") else _default_dir("results")
-    p.mkdir(parents=True, exist_ok=True)
-    return p
+    if not create:
+        from pace_nb.core.errors import ConfigError
+
+        if not p.is_dir():
+            raise ConfigError(f"results folder {p} does not exist (run `pace-nb grid CONFIG --results {p}` first)"
+                              if not p.exists() else f"results folder {p} is not a folder")
+        return p
+    return ensure_dir(p, "results folder", "; pass --results DIR or set $PACE_NB_RESULTS")

@@ -24,6 +24,14 @@ class DataCorruptionError(PaceNBError, RuntimeError):
     """A cache or results file failed its checksum / schema check."""
 
 
+class NumericalError(PaceNBError, ArithmeticError):
+    """Training produced non-finite losses or weights (diverged); nothing is stored."""
+
+
+class BusyError(PaceNBError, RuntimeError):
+    """A file is being written by another process (it is not corrupted): retry later."""
+
+
 def unknown(kind: str, name: object, valid: Iterable[str]) -> UnknownNameError:
     """Build an :class:`UnknownNameError` that lists the valid names."""
     valid = sorted(valid, key=str.lower)

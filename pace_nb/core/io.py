@@ -48,3 +48,50 @@ def atomic_write_npz(path, **arrays: np.ndarray) -> Path:
 
 def atomic_write_csv(path, frame) -> Path:
     return atomic_write_text(path, frame.to_csv(index=False))
+
+
+# -- output targets, validated before any work ---------------------------------------------
+def _nearest_existing(p: Path) -> Path:
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _probe(folder: Path, what: str, target: Path) -> None:
+    from pace_nb.core.errors import ConfigError
+
+    base = _nearest_existing(folder)
+    if not base.is_dir():
+        raise ConfigError(f"{what} {target}: {base} is a file, not a folder")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=base, prefix=".write-probe.")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise ConfigError(f"{what} {target}: cannot write in {base} ({exc.strerror or exc})") from None
+
+
+def check_output_file(path, what: str = "output file") -> Path:
+    """An output FILE that can be written: not a folder, its folder writable (or creatable).
+
+    Commands call this before computing, so a bad ``--json`` target loses no work."""
+    from pace_nb.core.errors import ConfigError
+
+    path = Path(path)
+    if str(path).endswith(("/", os.sep)) or path.is_dir():
+        raise ConfigError(f"{what} {path} is a folder; give a file name (e.g. {path / 'out.json'})")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{what} {path} is not a regular file")
+    _probe(path.parent, what, path)
+    return path
+
+
+def check_output_dir(path, what: str = "output folder") -> Path:
+    """An output FOLDER that can be written: not a file, writable (or creatable)."""
+    from pace_nb.core.errors import ConfigError
+
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} {path} is a file, not a folder")
+    _probe(path, what, path)
+    return path

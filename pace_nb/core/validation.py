@@ -96,8 +96,8 @@ def check_param(owner: str, name: str, value: Any, constraints: Sequence, help: 
     if any(c.is_satisfied_by(value) for c in constraints):
         return
     what = " or ".join(map(str, constraints))
-    label = f"{name!r} ({help})" if help else repr(name)
-    raise ConfigError(f"{owner}: parameter {label} must be {what}, got {value!r}")
+    meaning = f" ({name} is the {help})" if help else ""
+    raise ConfigError(f"{owner}: parameter {name!r} must be {what}, got {value!r}{meaning}")
 
 
 def validate_params(obj: Any, constraints: Mapping[str, Sequence] | None = None) -> None:
@@ -142,9 +142,10 @@ def check_seed(seed: Any, what: str = "seed") -> int:
     return check_seeds([seed], what)[0]
 
 
-def check_clients(k: Any, what: str = "number of clients") -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ConfigError(f"{what} must be an integer >= 1, got {k!r}")
+def check_clients(k: Any, what: str = "number of clients", minimum: int = 1) -> int:
+    """A number of clients K: an integer >= ``minimum``."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < minimum:
+        raise ConfigError(f"{what} must be an integer >= {minimum}, got {k!r}")
     return int(k)
 
 

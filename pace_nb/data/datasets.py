@@ -1,15 +1,17 @@
 """Datasets (DESIGN §3): registry, data roots, offline PyG loading, the ``demo`` SBM graph.
 
-Raw files live read-only under ``<data root>/<Folder>/raw``.  PyG writes ``processed/``
-beside ``raw/``, so every dataset is loaded through a writable mirror
-``cache_dir()/pyg/<root key>/<Folder>/raw`` whose entries are symlinks to the raw files.
-Downloads are never attempted: missing raw files raise :class:`MissingDataError`.
+Raw files live read-only under ``<data root>/<Folder>/raw``; the data root must be trusted
+(Planetoid's raw files are Python pickles by format). PyG builds a graph from them inside a
+private temporary folder (symlinks to the raw files; its ``processed/`` output is deleted), and
+the finished graph is cached as checksummed NPZ keyed by the raw files' sha256
+(:mod:`pace_nb.data.graph_cache`): no processed ``.pt`` is ever read from a writable cache.
+Downloads are never attempted: missing raw files raise :class:`MissingDataError`; unreadable
+(truncated, garbage) raw files raise :class:`DataCorruptionError`.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import io
 import os
 from dataclasses import dataclass
@@ -22,8 +24,8 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
-from pace_nb.core.config import cache_dir
-from pace_nb.core.errors import ConfigError, MissingDataError
+from pace_nb.core.errors import ConfigError, DataCorruptionError, MissingDataError, PaceNBError
+from pace_nb.data import graph_cache
 from pace_nb.core.registry import Registry
 
 _PLANETOID_EXT = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
@@ -129,31 +131,50 @@ def _require_raw(spec: DatasetSpec, root: Path) -> Path:
     return d
 
 
-def _mirror(spec: DatasetSpec, root: Path) -> Path:
-    """Writable mirror ``cache/pyg/<root key>/<folder>`` whose raw files are symlinks.
-
-    The root key (hash of the resolved data root) keeps processed files of different
-    roots apart. Returns the mirrored dataset folder (parent of ``raw``).
-    """
-    src = _require_raw(spec, root)
-    key = hashlib.sha256(str(root).encode()).hexdigest()[:10]
-    folder = cache_dir() / "pyg" / key / spec.folder
+def _mirror(spec: DatasetSpec, src: Path, base: Path) -> Path:
+    """``base/<folder>/<raw_subdir>`` holding symlinks to the raw files (PyG writes beside them)."""
+    folder = base / spec.folder
     dst = folder / spec.raw_subdir
     dst.mkdir(parents=True, exist_ok=True)
     for f in spec.files:
-        link = dst / f
-        target = (src / f).resolve()
-        if link.is_symlink() and Path(os.readlink(link)) == target:
-            continue
-        tmp = dst / f".{f}.{os.getpid()}.tmp"  # atomic replace: safe with parallel workers
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(target)
-        os.replace(tmp, link)
+        (dst / f).symlink_to((src / f).resolve())
     return folder
+
+
+def validate_graph(data, where: str = "graph", num_classes: int | None = None) -> None:
+    """A usable node-classification graph: finite 2-D features, an integer ``[2, E]`` edge list
+    with ids in ``[0, N)``, integer labels in ``[0, C)`` one per node. Else :class:`ConfigError`."""
+    x, ei, y = getattr(data, "x", None), getattr(data, "edge_index", None), getattr(data, "y", None)
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] == 0:
+        raise ConfigError(f"{where}: x must be a 2-D feature tensor [N, F] with N >= 1")
+    if not x.is_floating_point() and x.dtype not in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
+                                                      torch.bool):
+        raise ConfigError(f"{where}: x has dtype {x.dtype}; features must be numbers")
+    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+        bad = int((~torch.isfinite(x)).sum())
+        raise ConfigError(f"{where}: x holds {bad} NaN/inf value(s); features must be finite")
+    n = int(x.shape[0])
+    if not isinstance(ei, torch.Tensor) or ei.dim() != 2 or ei.shape[0] != 2:
+        raise ConfigError(f"{where}: edge_index must be an integer tensor of shape [2, E]")
+    if ei.is_floating_point() or ei.dtype == torch.bool or ei.is_complex():
+        raise ConfigError(f"{where}: edge_index has dtype {ei.dtype}; node ids must be integers")
+    if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
+        raise ConfigError(f"{where}: edge_index holds node ids in [{int(ei.min())}, {int(ei.max())}], "
+                          f"outside [0, {n - 1}] (N = {n})")
+    if not isinstance(y, torch.Tensor) or y.numel() != n:
+        raise ConfigError(f"{where}: y must hold one label per node ({n}), got "
+                          f"{None if not isinstance(y, torch.Tensor) else tuple(y.shape)}")
+    if y.is_floating_point() or y.dtype == torch.bool or y.is_complex():
+        raise ConfigError(f"{where}: y has dtype {y.dtype}; labels must be integers 0..C-1")
+    lo, hi = int(y.min()), int(y.max())
+    c = num_classes if num_classes is not None else hi + 1
+    if lo < 0 or hi >= c:
+        raise ConfigError(f"{where}: labels must lie in [0, {c - 1}] (num_classes = {c}), got [{lo}, {hi}]")
 
 
 def _finish(data: Data, spec: DatasetSpec, num_classes: int | None = None, undirected: bool = True) -> Data:
     """Common contract: float32 x, long y, undirected coalesced edges, no self loops."""
+    validate_graph(data, f"dataset {spec.name}", num_classes)
     n = int(data.x.shape[0])
     ei = data.edge_index.long()
     if undirected:
@@ -175,7 +196,11 @@ def _quiet(fn: Callable[[], Data]) -> Data:
 def _load_pyg(spec: DatasetSpec, root: Path) -> Data:
     from torch_geometric import datasets as D
 
-    folder = _mirror(spec, root)
+    with graph_cache.private_build_dir() as tmp:
+        return _load_pyg_in(D, spec, _mirror(spec, _require_raw(spec, root), tmp))
+
+
+def _load_pyg_in(D, spec: DatasetSpec, folder: Path) -> Data:
     base = str(folder.parent)
     make = {
         "planetoid": lambda: D.Planetoid(base, spec.name),
@@ -206,26 +231,71 @@ def _load_ogb(spec: DatasetSpec, root: Path) -> Data:
     return _finish(data, spec)
 
 
-@functools.lru_cache(maxsize=16)
-def _load_cached(name: str, root: str) -> Data:
+def _from_raw(spec: DatasetSpec, root: Path) -> Data:
+    d = _require_raw(spec, root)
+    try:
+        if spec.family == "ogb":
+            return _load_ogb(spec, root)
+        if spec.family == "custom":
+            return _finish(spec.loader(d), spec)
+        return _load_pyg(spec, root)
+    except PaceNBError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any reader failure on raw files is a bad raw file
+        raise DataCorruptionError(
+            f"raw files of {spec.name} in {d} cannot be read ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); they may be "
+            f"truncated or not the original files — restore them from the original source") from None
+
+
+def _load_uncached(name: str, root: str, cache: bool) -> Data:
     spec = DATASETS[name]
     if spec.family == "demo":
         return make_demo()
-    if spec.family == "ogb":
-        return _load_ogb(spec, Path(root))
-    if spec.family == "custom":
-        return _finish(spec.loader(_require_raw(spec, Path(root))), spec)
-    return _load_pyg(spec, Path(root))
+    if not cache or spec.family == "custom":
+        return _from_raw(spec, Path(root))
+    raw = graph_cache.raw_checksums(_require_raw(spec, Path(root)), spec.files)
+    hit = graph_cache.load(spec.name, raw)
+    if hit is not None:
+        arrays, num_classes = hit
+        data = Data(**{k: torch.from_numpy(v) for k, v in arrays.items()})
+        data.name, data.num_classes = spec.name, num_classes
+        return data
+    data = _from_raw(spec, Path(root))
+    graph_cache.save(spec.name, raw, {k: getattr(data, k).numpy() for k in graph_cache.ARRAYS}, data.num_classes)
+    return data
 
 
-def load_dataset(name: str, root: str | os.PathLike | None = None) -> Data:
+@functools.lru_cache(maxsize=16)
+def _load_cached(name: str, root: str, signature: tuple) -> Data:
+    return _load_uncached(name, root, True)
+
+
+def raw_signature(name: str, root: str | os.PathLike | None = None) -> tuple:
+    """(file, size, mtime) of every raw file: a changed file gets a new in-process cache entry."""
+    spec = get_spec(name)
+    d = data_root(root) / spec.folder / spec.raw_subdir
+    out = []
+    for f in spec.files:
+        try:
+            st = (d / f).stat()
+            out.append((f, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((f, None, None))
+    return tuple(out)
+
+
+def load_dataset(name: str, root: str | os.PathLike | None = None, *, cache: bool = True) -> Data:
     """Load a dataset as a PyG ``Data`` (x float32 raw features, undirected edges, y long).
 
-    Adds attributes ``name`` (canonical) and ``num_classes``. Cached in-process per
-    (name, resolved root); treat the result as read-only.
+    Adds attributes ``name`` (canonical) and ``num_classes``. Cached in-process per (name,
+    resolved root, raw files' size and mtime) and on disk (:mod:`pace_nb.data.graph_cache`,
+    keyed by the raw files' sha256); ``cache=False`` reads the raw files again and touches no
+    cache. Treat the result as read-only.
     """
     canon = canonical_name(name)
-    return _load_cached(canon, str(data_root(root)))
+    if not cache:
+        return _load_uncached(canon, str(data_root(root)), False)
+    return _load_cached(canon, str(data_root(root)), raw_signature(canon, root))
 
 
 def dataset_status(root: str | os.PathLike | None = None) -> pd.DataFrame:

@@ -22,9 +22,11 @@ import torch
 from torch import Tensor
 
 from pace_nb.data import datasets as data_mod
-from pace_nb.core.config import DATA_SEED, cache_dir
+from pace_nb.core.config import DATA_SEED, cache_dir, check_writable
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.io import atomic_write_json, atomic_write_npz
+from pace_nb.core.validation import check_seed
+from pace_nb.data.graph_cache import safe_name
 from pace_nb.data.partition import partition_nodes, validate
 
 SPLITS = ("train", "val", "test")
@@ -185,8 +187,9 @@ def _checksum(arrays: dict[str, np.ndarray]) -> str:
 
 
 def _cache_paths(config: dict) -> tuple[Path, Path]:
+    """Cache files of a federation; the name part is sanitized (a ``Data.name`` never escapes)."""
     key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
-    stem = f"{config['dataset']}_{config['scheme']}_K{config['num_clients']}_s{config['seed']}_{key}"
+    stem = safe_name(f"{config['dataset']}_{config['scheme']}_K{config['num_clients']}_s{config['seed']}_{key}")
     d = cache_dir() / "partitions"
     return d / f"{stem}.npz", d / f"{stem}.json"
 
@@ -199,11 +202,28 @@ def _save_cache(config: dict, clients: list[ClientGraph]) -> None:
                             for c in clients]).numpy().astype(np.int8),
     }
     npz, meta = _cache_paths(config)
+    npz.parent.mkdir(parents=True, exist_ok=True)
+    check_writable(npz.parent, "cache folder", "; point $PACE_NB_CACHE at a writable folder or use --no-cache")
     atomic_write_npz(npz, **arrays)
     atomic_write_json(meta, {"version": CACHE_VERSION, "config": config, "sha256": _checksum(arrays)})
 
 
-def _load_cache(config: dict):
+def _check_cached(arrays: dict, num_nodes: int, num_clients: int) -> None:
+    """Contents of a partition cache that passed its checksum: still a valid partition?"""
+    off, nodes, split = arrays["offsets"], arrays["nodes"], arrays["split"]
+    if off.ndim != 1 or off.size != num_clients + 1 or off[0] != 0 or off[-1] != nodes.size or split.size != nodes.size:
+        raise ValueError(f"offsets do not describe {num_clients} clients over {nodes.size} nodes")
+    if (np.diff(off) <= 0).any():
+        raise ValueError("a client is empty")
+    if nodes.size and (nodes.min() < 0 or nodes.max() >= num_nodes):
+        raise ValueError(f"node ids outside [0, {num_nodes})")
+    if np.unique(nodes).size != nodes.size:
+        raise ValueError("a node belongs to two clients")
+    if not np.isin(split, (0, 1, 2)).all():
+        raise ValueError("split codes other than 0/1/2 (train/val/test)")
+
+
+def _load_cache(config: dict, num_nodes: int):
     """(parts, split codes per client) from disk, or None; a bad cache warns and returns None."""
     npz, meta = _cache_paths(config)
     if not npz.exists() and not meta.exists():
@@ -217,8 +237,7 @@ def _load_cache(config: dict):
         if _checksum(arrays) != info.get("sha256"):
             raise ValueError("checksum mismatch")
         off = arrays["offsets"]
-        if off[-1] != arrays["nodes"].size or np.unique(arrays["nodes"]).size != arrays["nodes"].size:
-            raise ValueError("inconsistent contents")
+        _check_cached(arrays, num_nodes, int(config["num_clients"]))
     except Exception as exc:  # noqa: BLE001 — any defect means: rebuild
         warnings.warn(f"partition cache {npz.name} is corrupted or mismatched ({exc}); rebuilding it",
                       RuntimeWarning, stacklevel=3)
@@ -236,11 +255,16 @@ def _build(data, name: str, scheme: str, num_clients, seed: int, cache: bool, re
     if scheme != "dirichlet" and beta is not None:
         raise ConfigError(f"beta only applies to the dirichlet scheme, not {scheme}")
     louvain = scheme == "louvain"  # parameters that do not apply are recorded as None
+    if louvain:
+        if not (isinstance(resolution, (int, float)) and math.isfinite(resolution) and resolution > 0):
+            raise ConfigError(f"Louvain resolution must be a finite number > 0, got {resolution!r}")
+        if isinstance(delta, bool) or not isinstance(delta, int) or delta < 1:
+            raise ConfigError(f"Louvain size slack delta must be an integer >= 1, got {delta!r}")
     config = dict(dataset=name, scheme=scheme, num_clients=k, seed=int(seed),
                   resolution=float(resolution) if louvain else None, delta=int(delta) if louvain else None,
                   beta=None if beta is None else float(beta), ratios=list(ratios),
                   louvain_fallback=fallback if louvain else None, data_fingerprint=_fingerprint(data))
-    cached = _load_cache(config) if cache else None
+    cached = _load_cache(config, int(data.num_nodes)) if cache else None
     if cached is not None:
         parts, codes = cached
         clients = _clients(data, parts, [torch.as_tensor(c.astype(np.int64)) for c in codes])
@@ -254,10 +278,14 @@ def _build(data, name: str, scheme: str, num_clients, seed: int, cache: bool, re
     return FederatedGraph(name, data, clients, int(data.num_classes), config)
 
 
-@functools.lru_cache(maxsize=32)
-def _build_named(name, root, scheme, num_clients, seed, cache, resolution, delta, beta, ratios, fallback):
-    data = data_mod.load_dataset(name, root)
+def _build_uncached(name, root, scheme, num_clients, seed, cache, resolution, delta, beta, ratios, fallback,
+                    signature=()):
+    data = data_mod.load_dataset(name, root or None, cache=cache)
     return _build(data, name, scheme, num_clients, seed, cache, resolution, delta, beta, ratios, fallback)
+
+
+#: In-process memo; ``signature`` (raw files' size/mtime) makes a changed raw file a new entry.
+_build_named = functools.lru_cache(maxsize=32)(_build_uncached)
 
 
 def build_federated(dataset, scheme: str = "louvain", num_clients: int = 10, seed: int = DATA_SEED, *,
@@ -276,12 +304,33 @@ def build_federated(dataset, scheme: str = "louvain", num_clients: int = 10, see
     if isinstance(dataset, (str, os.PathLike)):
         name = data_mod.canonical_name(str(dataset))
         root = str(data_mod.data_root(data_root)) if data_mod.DATASETS[name].needs_files else ""
-        return _build_named(name, root, str(scheme).lower(), num_clients, int(seed), bool(cache),
-                            float(resolution), int(delta), beta_v, ratios_t, fallback)
+        check_seed(seed, "data seed")
+        build = _build_named if cache else _build_uncached  # cache=False bypasses every cache
+        sig = data_mod.raw_signature(name, root or None) if data_mod.DATASETS[name].needs_files else ()
+        return build(name, root, str(scheme).lower(), num_clients, int(seed), bool(cache),
+                     _num(resolution, "Louvain resolution"), _int(delta, "Louvain delta"), beta_v, ratios_t,
+                     fallback, sig)
     if not hasattr(dataset, "edge_index") or getattr(dataset, "y", None) is None:
         raise ConfigError("dataset must be a dataset name or a PyG Data with x, edge_index and y")
-    if getattr(dataset, "num_classes", None) is None or not isinstance(dataset.num_classes, int):
+    check_seed(seed, "data seed")
+    given = getattr(dataset, "num_classes", None)
+    data_mod.validate_graph(dataset, "custom Data", given if isinstance(given, int) and given > 0 else None)
+    if given is None or not isinstance(given, int):
         dataset.num_classes = int(dataset.y.max()) + 1
     name = str(getattr(dataset, "name", None) or "custom")
-    return _build(dataset, name, str(scheme).lower(), num_clients, int(seed), bool(cache), float(resolution),
-                  int(delta), beta_v, ratios_t, fallback)
+    return _build(dataset, name, str(scheme).lower(), num_clients, int(seed), bool(cache),
+                  _num(resolution, "Louvain resolution"), _int(delta, "Louvain delta"), beta_v, ratios_t, fallback)
+
+
+def _num(v, what: str) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what} must be a number, got {v!r}") from None
+
+
+def _int(v, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        if not (isinstance(v, float) and v.is_integer()):
+            raise ConfigError(f"{what} must be an integer, got {v!r}")
+    return int(v)

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from torch import Tensor
 
 from pace_nb.core.errors import ConfigError, unknown
+from pace_nb.core.validation import check_clients
 
 #: OpenFGL's ``give_up``: pointer moves before the fallback assignment.
 GIVE_UP = 1000
@@ -208,11 +209,7 @@ def check_scheme(scheme: str) -> str:
 def validate(num_nodes: int, num_clients, scheme: str, beta=None) -> tuple[str, int]:
     """Check scheme, K (integer, 1 ≤ K ≤ N) and β (> 0, required for Dirichlet)."""
     scheme = check_scheme(scheme)
-    if isinstance(num_clients, bool) or not float(num_clients).is_integer():
-        raise ConfigError(f"number of clients must be an integer, got {num_clients!r}")
-    k = int(num_clients)
-    if k < 1:
-        raise ConfigError(f"number of clients must be >= 1, got {k}")
+    k = check_clients(num_clients)
     if k > num_nodes:
         raise ConfigError(f"number of clients K={k} exceeds the number of nodes N={num_nodes}")
     if scheme == "dirichlet":

@@ -24,7 +24,7 @@ import pandas as pd
 
 from pace_nb.core.config import DATA_SEED, PAPER_SEEDS, progress as progress_bar
 from pace_nb.core.errors import ConfigError, MissingDataError, PaceNBError
-from pace_nb.core.validation import config_from_mapping, config_keys
+from pace_nb.core.validation import check_seeds, config_from_mapping, config_keys
 from pace_nb.experiments.store import ResultsStore, stable_key
 from pace_nb.methods.spear.core import SpearConfig
 from pace_nb.nn.training import TrainConfig
@@ -36,7 +36,7 @@ EXPERIMENT_KEYS = {"name", "datasets", "partitions", "beta", "clients", "seeds",
                    "methods", "methods_if_available", "method_groups", "pace_variants", "ranks", "train", "method_params"}
 #: [[spear]] keys: the grid's own plus every SpearConfig field (T, a, gamma).
 SPEAR_KEYS = {"name", "datasets", "beta", "clients", "seeds", "seed_batch", "variants",
-              "robustness", "rho", "eta", "efficiency", "rounds"} | config_keys(SpearConfig)
+              "robustness", "rho", "eta", "scope", "efficiency", "rounds"} | config_keys(SpearConfig)
 #: [[spear]] keys of SPEAR's comparison (Tab. 1/3): methods beside SPEAR, run seed, their parameters.
 SPEAR_KEYS |= {"methods", "run_seed", "local_epochs", "method_params", "train"}
 
@@ -109,10 +109,16 @@ class GridConfig:
 def load_config(path: str | Path) -> GridConfig:
     """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``) grid config; validation is separate."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"grid config {path} is a folder; give a .toml or .yaml file (see configs/)")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"grid config {path} not found") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"grid config {path} is not UTF-8 text (byte {exc.start}); give a .toml or .yaml file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read grid config {path} ({exc.strerror or exc})") from None
     return parse_config(text, path=str(path), fmt="yaml" if path.suffix in (".yaml", ".yml") else "toml")
 
 
@@ -144,6 +150,15 @@ def _ints(cfg: GridConfig, key: str, values, minimum: int) -> list[int]:
             raise cfg.error(f"{key} must be integers >= {minimum}, got {v!r}", v, key)
         out.append(int(v))
     return out
+
+
+def _seeds(cfg: GridConfig, key: str, values) -> list[int]:
+    """Seeds: distinct integers in [0, 2**32 - 1] (the one wording of core.validation)."""
+    vals = _ints(cfg, key, values, 0)
+    try:
+        return list(check_seeds(vals, key))
+    except ConfigError as exc:
+        raise cfg.error(str(exc), key) from None
 
 
 def _batches(seeds: list[int], size: int | None) -> list[tuple[int, ...]]:
@@ -192,9 +207,11 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
             raise cfg.error(f"unknown section {key!r}; valid sections: grid, experiment, spear", key)
     grid = raw.get("grid", {})
     _check_keys(cfg, grid, GRID_KEYS, "[grid]")
-    base_seeds = _ints(cfg, "seeds", grid.get("seeds", list(PAPER_SEEDS)), 0)
-    base_data_seed = _ints(cfg, "data_seed", grid.get("data_seed", DATA_SEED), 0)[0]
+    base_seeds = _seeds(cfg, "seeds", grid.get("seeds", list(PAPER_SEEDS)))
+    base_data_seed = _seeds(cfg, "data_seed", grid.get("data_seed", DATA_SEED))[0]
     base_batch = grid.get("seed_batch")
+    if base_batch is not None:
+        base_batch = _ints(cfg, "seed_batch", base_batch, 1)[0]
     cells: list[Cell] = []
     exps, spears = _as_list(raw.get("experiment", [])), _as_list(raw.get("spear", []))
     if not exps and not spears:
@@ -209,9 +226,9 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
         if any(not (b > 0 and math.isfinite(b)) for b in betas):
             raise cfg.error(f"beta must be > 0, got {exp.get('beta')!r}", "beta")
         clients = _ints(cfg, "clients", exp.get("clients", 10), 2)
-        seeds = _ints(cfg, "seeds", exp.get("seeds", base_seeds), 0)
-        data_seed = _ints(cfg, "data_seed", exp.get("data_seed", base_data_seed), 0)[0]
-        batch = _ints(cfg, "seed_batch", exp.get("seed_batch", base_batch or len(seeds)), 1)[0]
+        seeds = _seeds(cfg, "seeds", exp.get("seeds", base_seeds))
+        data_seed = _seeds(cfg, "data_seed", exp.get("data_seed", base_data_seed))[0]
+        batch = _ints(cfg, "seed_batch", exp.get("seed_batch", base_batch if base_batch is not None else len(seeds)), 1)[0]
         methods = [_name(cfg, "method", str(m).lower(), known_methods, "methods") for m in _as_list(exp["methods"])]
         methods += [str(m).lower() for m in _as_list(exp.get("methods_if_available", []))
                     if str(m).lower() in known_methods and str(m).lower() not in methods]
@@ -239,12 +256,17 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
             raise cfg.error("every [[spear]] needs 'datasets'", "spear")
         datasets = [_name(cfg, "dataset", d, DATASETS, "datasets", canonical_name) for d in _as_list(sp["datasets"])]
         variants = [_name(cfg, "SPEAR variant", v, SPEAR_VARIANTS, "variants") for v in _as_list(sp.get("variants", list(SPEAR_VARIANTS)))]
-        seeds = _ints(cfg, "seeds", sp.get("seeds", [2024, 2025, 2026]), 0)
+        seeds = _seeds(cfg, "seeds", sp.get("seeds", [2024, 2025, 2026]))
         batch = _ints(cfg, "seed_batch", sp.get("seed_batch", len(seeds)), 1)[0]
-        opts = {k: sp[k] for k in sorted(config_keys(SpearConfig) | {"robustness", "rho", "eta", "efficiency", "rounds",
+        opts = {k: sp[k] for k in sorted(config_keys(SpearConfig) | {"robustness", "rho", "eta", "scope", "efficiency", "rounds",
                                                                       "run_seed", "local_epochs", "method_params", "train"})
                 if k in sp}
-        SpearConfig(**{k: opts[k] for k in config_keys(SpearConfig) if k in opts})
+        if opts.get("robustness"):  # the perturbation scope is part of the cell (DESIGN §12)
+            opts["scope"] = _name(cfg, "perturbation scope", opts.get("scope", "clients"), ("clients", "global"), "scope")
+        try:
+            SpearConfig(**{k: opts[k] for k in config_keys(SpearConfig) if k in opts})
+        except ConfigError as exc:
+            raise cfg.error(str(exc), "spear") from None
         compared = [str(m).lower() for m in _as_list(sp.get("methods", ["spear"]))]
         for m in compared:
             if m != "spear":
@@ -288,7 +310,8 @@ def _run_spear_cell(cell: Cell, data_root=None) -> pd.DataFrame:
             continue
         frames.append(sa.ablation(fg, config, cell.variants))
         if opts.get("robustness"):
-            rob = sa.robustness(fg, config, rho=opts.get("rho", 0.5), eta=opts.get("eta", 0.5))
+            rob = sa.robustness(fg, config, rho=opts.get("rho", 0.5), eta=opts.get("eta", 0.5),
+                                scope=opts.get("scope", "global"))
             rob = rob[rob["condition"] != "clean"].copy()  # clean = the ablation's "full" row
             rob["variant"] = rob["condition"].map({"edges": "edge_noise", "features": "feature_noise"})
             frames.append(rob)
@@ -369,6 +392,10 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
     strict = bool(grid.get("strict", False)) if strict is None else strict
     data_root = data_root or grid.get("data_root")
     device = device or grid.get("device", "auto")
+    from pace_nb.core.config import resolve_device
+
+    if executor is None:  # an unknown or absent device fails before any cell (Ray workers judge their own)
+        resolve_device(device)
     store = store or ResultsStore()
     status, todo = {}, []
     for cell in cells:

@@ -7,11 +7,17 @@ Layout under the store directory (``--results DIR`` > ``$PACE_NB_RESULTS`` >
     cells/<key>.json   its manifest entry, written atomically AFTER the CSV: sha256 of the
                        CSV bytes, row count, the cell's parameters, time stamp
 
+    cells/.<key>.lock  the cell's file lock (``filelock``): writers hold it across both writes
+
 The JSON is the commit marker: a cell counts as present only when both exist and the CSV
 matches its checksum. A CSV without its JSON (a kill between the two writes) is an
 unfinished cell and is simply recomputed; a checksum/row-count mismatch or an unreadable
 file raises :class:`~pace_nb.core.errors.DataCorruptionError` naming the file, never a silent
-merge. Re-appending a cell replaces it, so rerunning never duplicates rows.
+merge. A reader that sees a mismatch while another process holds the cell's lock waits for
+the writer and reads again (:class:`~pace_nb.core.errors.BusyError` if it does not finish).
+Re-appending a cell replaces it, so rerunning never duplicates rows. Two cells holding the
+same row (identity columns + ``params``) with different values are a conflict, an error
+naming both cells; identical copies (e.g. Local, trained in every method group) are kept once.
 """
 from __future__ import annotations
 
@@ -28,11 +34,18 @@ import numpy as np
 import pandas as pd
 
 from pace_nb.core import config
-from pace_nb.core.errors import ConfigError, DataCorruptionError
+from pace_nb.core.errors import BusyError, ConfigError, DataCorruptionError
 from pace_nb.core.io import atomic_write_bytes, atomic_write_json
 
 from pace_nb.core.schema import (COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, KEY_COLUMNS, REQUIRED,  # noqa: F401
                                     SETTING, STR_COLUMNS)
+
+
+#: Columns whose values must agree between two copies of one row (``seconds`` is wall time).
+VALUE_COLUMNS: tuple[str, ...] = tuple(c for c in FLOAT_COLUMNS if c != "seconds") + ("n_test",)
+#: Seconds a writer waits for a cell's lock, and a reader for a writer to finish.
+LOCK_TIMEOUT = 600.0
+READ_WAIT = 60.0
 
 
 def stable_key(obj: Any, length: int = 16) -> str:
@@ -104,8 +117,8 @@ def filter_rows(frame: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame
 class ResultsStore:
     """Append-only, resumable, corruption-detecting store of result rows (one file per cell)."""
 
-    def __init__(self, path: str | os.PathLike | None = None):
-        self.root = config.results_dir(path)
+    def __init__(self, path: str | os.PathLike | None = None, *, create: bool = True):
+        self.root = config.results_dir(path, create=create)
         self.cells_dir = self.root / "cells"
 
     def __repr__(self) -> str:
@@ -127,17 +140,26 @@ class ResultsStore:
             raise ConfigError(f"invalid cell key {cell_key!r}")
         data = frame.to_csv(index=False).encode("utf-8")
         csv_path, meta_path = self._paths(cell_key)
-        atomic_write_bytes(csv_path, data)
-        atomic_write_json(meta_path, {
-            "key": cell_key, "file": csv_path.name, "sha256": hashlib.sha256(data).hexdigest(),
-            "rows": int(len(frame)), "cell": dict(cell) if cell else None,
-            "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        config.ensure_dir(self.cells_dir, "results folder")
+        config.check_writable(self.cells_dir, "results folder", "; pass --results DIR or set $PACE_NB_RESULTS")
+        with self._lock(cell_key, LOCK_TIMEOUT):
+            atomic_write_bytes(csv_path, data)
+            atomic_write_json(meta_path, {
+                "key": cell_key, "file": csv_path.name, "sha256": hashlib.sha256(data).hexdigest(),
+                "rows": int(len(frame)), "cell": dict(cell) if cell else None,
+                "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         return cell_key
+
+    def _lock(self, key: str, timeout: float):
+        from filelock import FileLock
+
+        return FileLock(str(self.cells_dir / f".{key}.lock"), timeout=timeout)
 
     def discard(self, cell_key: str) -> None:
         """Remove one cell (e.g. after a corruption report) so that a rerun recomputes it."""
-        for p in self._paths(cell_key)[::-1]:
-            p.unlink(missing_ok=True)
+        with self._lock(cell_key, LOCK_TIMEOUT):
+            for p in self._paths(cell_key)[::-1]:
+                p.unlink(missing_ok=True)
 
     # -- reading -------------------------------------------------------------------------
     def _paths(self, key: str) -> tuple[Path, Path]:
@@ -161,6 +183,27 @@ class ResultsStore:
         return meta
 
     def _read_cell(self, key: str) -> pd.DataFrame:
+        """The cell's rows; on a mismatch, wait for a writer holding its lock and read again."""
+        try:
+            return self._read_cell_once(key)
+        except DataCorruptionError as first:
+            from filelock import Timeout
+
+            try:
+                lock = self._lock(key, READ_WAIT)
+                lock.acquire()
+            except Timeout:
+                raise BusyError(f"results cell {key} is being written by another process "
+                                f"(lock {self.cells_dir / f'.{key}.lock'} held for {READ_WAIT:g} s); "
+                                f"retry when it finishes") from None
+            except OSError:  # read-only store: nobody can be writing it
+                raise first from None
+            try:
+                return self._read_cell_once(key)
+            finally:
+                lock.release()
+
+    def _read_cell_once(self, key: str) -> pd.DataFrame:
         csv_path, meta_path = self._paths(key)
         meta = self._manifest(key)
         hint = f"; delete {csv_path} and {meta_path.name} (or ResultsStore.discard({key!r})) and rerun to recompute it"
@@ -177,7 +220,13 @@ class ResultsStore:
             raise DataCorruptionError(f"results file {csv_path} is unreadable ({exc}){hint}") from None
         if len(frame) != meta["rows"]:
             raise DataCorruptionError(f"results file {csv_path} has {len(frame)} rows, manifest says {meta['rows']}{hint}")
-        return frame
+        missing = [c for c in REQUIRED if c not in frame.columns]
+        if missing:
+            raise DataCorruptionError(f"results file {csv_path} lacks column(s) {', '.join(missing)}{hint}")
+        try:
+            return normalize_rows(frame)
+        except ConfigError as exc:
+            raise DataCorruptionError(f"results file {csv_path}: {exc}{hint}") from None
 
     def has(self, cell_key: str) -> bool:
         """True when the cell is committed and intact (corruption raises, never 'absent')."""
@@ -202,12 +251,13 @@ class ResultsStore:
         Identical result rows written by two cells (e.g. Local, trained in every method
         group) are kept once (``dedupe``); rows that differ in ``params`` are both kept.
         """
-        frames = [self._read_cell(k) for k in self.keys()]
+        keys = self.keys()
+        frames = [self._read_cell(k).assign(_cell=k) for k in keys]
         frame = normalize_rows(pd.concat(frames, ignore_index=True) if frames
-                               else pd.DataFrame(columns=list(COLUMNS)))
+                               else pd.DataFrame(columns=list(COLUMNS) + ["_cell"]))
         if dedupe:
-            frame = frame.drop_duplicates(subset=list(KEY_COLUMNS) + ["params"], keep="last")
-        frame = filter_rows(frame, filters)
+            frame = collapse_duplicates(frame)
+        frame = filter_rows(frame.drop(columns="_cell"), filters)
         return frame.sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
 
     def pooled(self, **filters) -> pd.DataFrame:
@@ -218,6 +268,28 @@ class ResultsStore:
         """Per-receiver rows (``receiver >= 0``) for harm diagnostics."""
         frame = self.load(**filters)
         return frame[frame["receiver"] >= 0].reset_index(drop=True)
+
+
+def collapse_duplicates(frame: pd.DataFrame) -> pd.DataFrame:
+    """Keep one copy of rows that agree on identity + ``params`` (column ``_cell``: their cell);
+    copies whose :data:`VALUE_COLUMNS` differ raise :class:`DataCorruptionError` naming both cells."""
+    ident = list(KEY_COLUMNS) + ["params"]
+    dup = frame.duplicated(subset=ident, keep=False)
+    if dup.any():
+        for _, group in frame[dup].groupby(ident, sort=False, dropna=False):
+            vals = group[list(VALUE_COLUMNS)].astype("float64").to_numpy()
+            differs = ~((vals == vals[0]) | (np.isnan(vals) & np.isnan(vals[0])))
+            bad = np.flatnonzero(differs.any(axis=1))
+            if bad.size:
+                first, other = group.iloc[0], group.iloc[bad[0]]
+                cols = [c for c, d in zip(VALUE_COLUMNS, differs[bad[0]]) if d]
+                what = ", ".join(f"{c}={first[c]}" for c in KEY_COLUMNS)
+                raise DataCorruptionError(
+                    f"conflicting results: cells {first['_cell']} and {other['_cell']} both hold the row "
+                    f"({what}) with the same parameters but different {', '.join(cols)} "
+                    f"({'; '.join(f'{first[c]} vs {other[c]}' for c in cols)}); remove the wrong cell "
+                    f"(ResultsStore.discard(key)) before reading")
+    return frame.drop_duplicates(subset=ident, keep="first")
 
 
 # -- notebook helpers ----------------------------------------------------------------------

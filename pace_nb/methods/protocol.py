@@ -66,6 +66,27 @@ def local_logits(fg, local, device="auto") -> dict[int, list]:
     return {s: flat[s * k:(s + 1) * k] for s in range(len(local.seeds))}
 
 
+def record_setting(params, fg, train_config) -> list[str]:
+    """Every row's ``params`` JSON plus ``"data"`` (the federation: data seed, scheme and its
+    δ/resolution/β/ratios, as in ``fg.config``) and ``"train"`` (the Local training config),
+    so that rows of different experiments never share an identity."""
+    import json
+    from dataclasses import asdict
+
+    data = {k: v for k, v in (getattr(fg, "config", None) or {}).items() if k != "dataset"}
+    out = []
+    for p in params:
+        try:
+            obj = json.loads(p) if isinstance(p, str) and p else {}
+        except ValueError:
+            obj = {}
+        obj = obj if isinstance(obj, dict) else {"value": obj}
+        obj.setdefault("data", data)
+        obj.setdefault("train", asdict(train_config))
+        out.append(json.dumps(obj, sort_keys=True, default=str))
+    return out
+
+
 def run_protocol(
     dataset,
     *,
@@ -130,4 +151,5 @@ def run_protocol(
     missing = [c for c in COLUMNS if c not in rows.columns]
     if missing:
         raise ConfigError(f"method rows lack column(s) {missing}; build them with evaluation.make_row")
+    rows["params"] = record_setting(rows["params"], fg, train_config)
     return rows[list(COLUMNS) + [c for c in rows.columns if c not in COLUMNS]]

@@ -4,6 +4,9 @@ A model is a ``dict[str, Tensor]`` ("Params") in PyG ``GCNConv`` layout:
 ``conv1.weight [H, F]``, ``conv1.bias [H]``, ``conv2.weight [C, H]``, ``conv2.bias [C]``,
 optionally ``conv1.mask`` / ``conv2.mask`` (same shape as the weight; the effective weight
 is ``weight * mask``, FedPub's masked GCN). A *batched* Params has a leading model axis B.
+An optional linear head ``lin.weight [C, H2]``, ``lin.bias [C]`` (and ``lin.mask``) turns
+``conv2`` into a hidden layer (``conv2.weight [H2, H]``): ``z = relu(conv2 out) W_linᵀ + b``
+(OpenFGL's FedPub model: masked GCN F→64, masked GCN 64→64, masked linear 64→C).
 
 The forward pass is Kipf & Welling's 2-layer GCN with PyG semantics:
 ``h = relu(P X W1ᵀ + b1)``, dropout on ``h`` while training, ``z = P h W2ᵀ + b2`` with
@@ -70,11 +73,24 @@ def propagation_matrix(edge_index: Tensor, num_nodes: int, *, add_self_loops: bo
                                    check_invariants=False).coalesce()
 
 
-def effective_weight(params: Params, layer: int) -> Tensor:
-    """``conv{layer}.weight`` times its mask when the Params carries one."""
-    w = params[f"conv{layer}.weight"]
-    m = params.get(f"conv{layer}.mask")
+def effective_weight(params: Params, layer: int | str) -> Tensor:
+    """``conv{layer}.weight`` (or ``{layer}.weight`` for a name such as ``"lin"``) times its mask
+    when the Params carries one."""
+    name = f"conv{layer}" if isinstance(layer, int) else layer
+    w = params[f"{name}.weight"]
+    m = params.get(f"{name}.mask")
     return w if m is None else w * m
+
+
+def linear_head(params: Params, h2: Tensor) -> Tensor:
+    """``relu(h2) W_linᵀ + b_lin`` when the Params has a ``lin`` head, else ``h2`` unchanged."""
+    if "lin.weight" not in params:
+        return h2
+    w = effective_weight(params, "lin")
+    a = F.relu(h2)
+    out = torch.matmul(a, w.transpose(-1, -2)) if w.dim() == 2 else _BatchedLinear.apply(a, w)
+    bias = params["lin.bias"]
+    return out + (bias if w.dim() == 2 else bias[:, None, :])
 
 
 def _propagate(P: Tensor, h: Tensor) -> Tensor:
@@ -94,7 +110,7 @@ def gcn_forward(params: Params, x: Tensor, P: Tensor, *, dropout: float = 0.0, t
     hd = h
     if training and dropout > 0:
         hd = h * dropout_mask(h.shape, dropout, generator, h.device, h.dtype)
-    z = _propagate(P, hd @ effective_weight(params, 2).t()) + params["conv2.bias"]
+    z = linear_head(params, _propagate(P, hd @ effective_weight(params, 2).t()) + params["conv2.bias"])
     return (z, h) if return_hidden else z
 
 
@@ -256,12 +272,14 @@ def batch_graphs(xs: Sequence[Tensor], props: Sequence[Tensor], nmax: int | None
     return BatchedGraphs(sizes, nmax, f, P.to(dev), Pt.to(dev), x.to(dev), None if xt is None else xt.to(dev))
 
 
-def batched_forward(params: Params, g: BatchedGraphs, *, dropout_masks: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def batched_forward(params: Params, g: BatchedGraphs, *, dropout_masks: Tensor | None = None,
+                    with_pre: bool = False) -> tuple[Tensor, ...]:
     """Logits [B, nmax, C] and post-ReLU pre-dropout hidden [B, nmax, H] of B GCNs at once.
 
     Same math as :func:`gcn_forward` per model; ``dropout_masks`` [B, nmax, H] (scaled keep-masks,
     zero on padding rows) multiplies the hidden layer. Padding rows carry no edges, so they never
-    reach a real node; their logits are garbage and must be ignored.
+    reach a real node; their logits are garbage and must be ignored. ``with_pre`` → also the
+    pre-ReLU layer-1 output [B, nmax, H] (a third element).
     """
     b, n = g.num_models, g.nmax
     w1 = effective_weight(params, 1).transpose(1, 2)  # [B, F, H]; a view when stored transposed
@@ -270,8 +288,9 @@ def batched_forward(params: Params, g: BatchedGraphs, *, dropout_masks: Tensor |
         xw = _SpMM.apply(g.x, g.xt, w1.reshape(b * g.num_features, h_dim))
     else:
         xw = torch.bmm(g.x, w1).view(b * n, h_dim)
-    h = F.relu(_SpMM.apply(g.P, g.Pt, xw).view(b, n, h_dim) + params["conv1.bias"][:, None, :])
+    pre = _SpMM.apply(g.P, g.Pt, xw).view(b, n, h_dim) + params["conv1.bias"][:, None, :]
+    h = F.relu(pre)
     hd = h if dropout_masks is None else h * dropout_masks
     t = _BatchedLinear.apply(hd, effective_weight(params, 2)).view(b * n, -1)
     z = _SpMM.apply(g.P, g.Pt, t).view(b, n, -1) + params["conv2.bias"][:, None, :]
-    return z, h
+    return (linear_head(params, z), h, pre) if with_pre else (linear_head(params, z), h)

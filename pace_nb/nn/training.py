@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
-from pace_nb.core.errors import ConfigError
+from pace_nb.core.errors import ConfigError, NumericalError
 from pace_nb.core.validation import Interval, check_seeds, validate_params
 from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params,
@@ -42,7 +42,7 @@ class TrainConfig:
         "dropout": [Interval(float, 0.0, 1.0, closed="left")],
         "lr": [Interval(float, 0.0, 10.0, closed="right")],
         "weight_decay": [Interval(float, 0.0, 1.0)],
-        "epochs": [Interval(int, 0, 100_000)],
+        "epochs": [Interval(int, 1, 100_000)],
     }
     hidden: int = 64
     dropout: float = 0.5
@@ -69,6 +69,7 @@ class TrainStep:
     models: list[int]  # global model indices (into train_models' B) of this chunk
     clients: list[int]  # client index of each model
     epoch: int
+    pre_hidden: list[Tensor] | None = None  # per model: pre-ReLU layer-1 output (FedRCL's feature)
 
 
 def _check_inputs(clients, init: Params, model_seeds, client_of, config: TrainConfig) -> int:
@@ -155,6 +156,33 @@ class _ModelwiseAdam:
                            weight_decay=self.config.weight_decay, eps=1e-8, amsgrad=False, maximize=False)
 
 
+class _ModelwiseSGD:
+    """``torch.optim.SGD`` (momentum, L2 weight decay) on batched tensors: elementwise, so every
+    model's update is bitwise independent of the batch (FedNova's momentum-SGD diagnostic)."""
+
+    def __init__(self, params: list[Tensor], config: TrainConfig, momentum: float = 0.9, lr: float | None = None):
+        self.params = params
+        self.opt = torch.optim.SGD(params, lr=config.lr if lr is None else float(lr), momentum=float(momentum),
+                                   weight_decay=config.weight_decay, foreach=False)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        self.opt.step()
+
+
+def _optimizer(params: list[Tensor], config: TrainConfig, optimizer: dict | None):
+    """Adam (default, :class:`_ModelwiseAdam`) or ``{"name": "sgd", "momentum": ρ, "lr": η}``."""
+    if not optimizer:
+        return _ModelwiseAdam(params, config)
+    spec = dict(optimizer)
+    if spec.pop("name", None) != "sgd":
+        raise ConfigError(f"unknown local optimizer {optimizer!r}; valid: None (Adam) or {{'name': 'sgd', ...}}")
+    return _ModelwiseSGD(params, config, **spec)
+
+
 def _fused_available(device: torch.device) -> bool:
     try:
         x = torch.zeros(2, device=device)
@@ -166,7 +194,7 @@ def _fused_available(device: torch.device) -> bool:
 
 
 def _train_chunk(clients, props, init: Params, seeds, client_of, models, config: TrainConfig, extra_loss,
-                 device: torch.device, show: bool, nmax: int, sparse: bool, record: bool):
+                 device: torch.device, show: bool, nmax: int, sparse: bool, record: bool, optimizer=None):
     """Train one chunk of models for ``config.epochs``; returns (params on CPU, curves [E, B, 2] or None)."""
     b = len(models)
     # layer-1 weights/masks are stored transposed ([B, F, H]) so the block-diagonal product needs no copy
@@ -175,7 +203,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     store = {k: (v.transpose(1, 2) if flip[k] else v).to(device, torch.float32).contiguous().requires_grad_(True)
              for k, v in init.items()}
     params = {k: (v.transpose(1, 2) if flip[k] else v) for k, v in store.items()}
-    opt = _ModelwiseAdam(list(store.values()), config)
+    opt = _optimizer(list(store.values()), config, optimizer)
     g = batch_graphs([clients[k].x for k in client_of], [props[k] for k in client_of], nmax,
                      sparse=sparse, device=device)
     sizes = g.sizes
@@ -190,19 +218,22 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
     masks = torch.zeros(b, nmax, config.hidden, device=device) if config.dropout > 0 else None
     curves = torch.zeros(config.epochs, b, 2, device=device) if record else None
+    first_bad = torch.full((), -1, dtype=torch.long, device=device)  # first epoch with a non-finite loss
     for epoch in _progress(range(config.epochs), show, desc=f"train {b} models"):
         opt.zero_grad()
         if masks is not None:
             for i, n in enumerate(sizes):
                 dropout_mask((n, config.hidden), config.dropout, gens[i], device, out=masks[i, :n])
-        z, h = batched_forward(params, g, dropout_masks=masks)
+        z, h, pre = batched_forward(params, g, dropout_masks=masks, with_pre=True)
         zt = z.view(b * nmax, -1)[tr_idx]
         ce = F.cross_entropy(zt, tr_y, reduction="none")
         loss = (ce * tr_w).sum()
         if extra_loss is not None:
             step = TrainStep(params, [h[i, :n] for i, n in enumerate(sizes)], [z[i, :n] for i, n in enumerate(sizes)],
-                             list(models), list(client_of), epoch)
+                             list(models), list(client_of), epoch, [pre[i, :n] for i, n in enumerate(sizes)])
             loss = loss + extra_loss(step)
+        with torch.no_grad():  # on-device flag: no host sync per epoch
+            first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), epoch, first_bad)
         loss.backward()
         opt.step()
         if record:
@@ -210,17 +241,31 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
                 curves[epoch, :, 0].index_add_(0, tr_m, ce.detach() * tr_w)
                 curves[epoch, :, 1].index_add_(0, tr_m, (zt.argmax(1) == tr_y).float() * tr_w)
     out = {k: (v.detach().transpose(1, 2) if flip[k] else v.detach()).contiguous().cpu() for k, v in store.items()}
+    _check_finite(int(first_bad), out, models, config)
     return out, (curves.cpu() if record else None)
+
+
+def _check_finite(first_bad: int, params: Params, models, config: TrainConfig) -> None:
+    """Raise :class:`NumericalError` when training diverged (a NaN/inf loss or weight)."""
+    bad_w = [k for k, v in params.items() if not bool(torch.isfinite(v).all())]
+    if first_bad < 0 and not bad_w:
+        return
+    when = f"the loss became non-finite at epoch {first_bad}" if first_bad >= 0 else \
+        f"weights {', '.join(bad_w)} became non-finite"
+    raise NumericalError(f"training diverged: {when} (models {models[0]}..{models[-1]}; lr={config.lr}, "
+                         f"weight_decay={config.weight_decay}, epochs={config.epochs}); lower the learning rate or "
+                         f"check the features for huge values — nothing was stored")
 
 
 def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequence[int],
                  client_of: Sequence[int], config: TrainConfig = TrainConfig(), *,
                  extra_loss: Callable[[TrainStep], Tensor] | None = None, device="auto",
                  record: bool = False, progress: bool = True,
-                 max_batch: int | None = None, _pad_to: int | None = None) -> tuple[Params, pd.DataFrame | None]:
+                 max_batch: int | None = None, _pad_to: int | None = None,
+                 optimizer: dict | None = None) -> tuple[Params, pd.DataFrame | None]:
     """Train B independent GCNs: model b on ``clients[client_of[b]]`` from ``init[b]`` with
     dropout generator seeded ``model_seeds[b]`` (full-batch CE on the train mask; validation
-    and test nodes are never read). Returns the last-epoch Params (batched, CPU) and, with
+    and test nodes are never read); ``optimizer`` None = Adam, ``{"name": "sgd", ...}`` = SGD. Returns the last-epoch Params (batched, CPU) and, with
     ``record``, a tidy DataFrame ``model, epoch, loss, train_acc`` (training-mode, pre-step).
     """
     b = _check_inputs(clients, init, model_seeds, client_of, config)
@@ -238,7 +283,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
             sub, frame = train_models(clients, {n: v[keep] for n, v in init.items()}, [model_seeds[i] for i in keep],
                                       [client_of[i] for i in keep], config, extra_loss=_reindexed(extra_loss, keep),
                                       device=device, record=record, progress=progress, max_batch=max_batch,
-                                      _pad_to=max(clients[k].num_nodes for k in set(client_of)))
+                                      _pad_to=max(clients[k].num_nodes for k in set(client_of)), optimizer=optimizer)
             for n in params:
                 params[n][keep] = sub[n]
             if frame is not None:
@@ -259,7 +304,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
         idx = list(range(start, min(b, start + size)))
         p, cur = _train_chunk(clients, props, {k: v[idx] for k, v in init.items()}, [model_seeds[i] for i in idx],
                               [client_of[i] for i in idx], idx, config, extra_loss, dev, progress, nmax, sparse,
-                              record)
+                              record, optimizer)
         out.append(p)
         curves.append(cur)
     params = {k: torch.cat([p[k] for p in out]) for k in out[0]}

@@ -272,23 +272,23 @@ def ours_vs_paper(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                          "diff": pd.to_numeric(f["diff"], errors="coerce")}).reset_index(drop=True)
 
 
-def rows_for_tables(results_dir=None, *, quick: bool = False, dataset: str = "demo", runner=None,
+def rows_for_tables(results_dir=None, *, fill_empty: bool = False, dataset: str = "demo", runner=None,
                     **run_kw) -> tuple[pd.DataFrame, str]:
     """Rows behind notebook 06 and where they came from. The results store is the source;
-    with ``quick`` and no stored rows for ``dataset``, a small in-memory run of Local + PACE
+    with ``fill_empty`` and no stored rows for ``dataset``, a small in-memory run of Local + PACE
     (``runner``, default :func:`pace_nb.methods.protocol.run_protocol`) is added and labelled as such
-    (never written to the store). Without ``quick`` nothing is run: missing values stay "not run"."""
+    (never written to the store). Without it nothing is run: missing values stay "not run"."""
     from pace_nb.experiments.store import load_results
 
     rows = load_results(results_dir)
     source = f"results store ({local_results_note(rows)})"
-    if quick and (rows.empty or not (rows["dataset"] == dataset).any()):
+    if fill_empty and (rows.empty or not (rows["dataset"] == dataset).any()):
         if runner is None:
             from pace_nb.methods.protocol import run_protocol as runner
         extra = runner(dataset, progress=False, **run_kw)
-        source += f" + quick in-memory run, not stored ({local_results_note(extra)})"
+        source += f" + small in-memory run, not stored ({local_results_note(extra)})"
         rows = pd.concat([rows, extra], ignore_index=True) if len(rows) else extra
     elif rows.empty:
         source = ("nothing: the results store is empty — fill it with `pace-nb grid configs/pace_main.toml` "
-                  "(and the other configs), or rerun with quick=True for a small in-memory run")
+                  "(and the other configs), or rerun with fill_empty=True for a small in-memory run")
     return rows, source

@@ -1,9 +1,14 @@
-"""ipywidgets explorers for the notebooks.
+"""ipywidgets explorers for the notebooks: one view per explorer, never two.
 
-Every explorer first renders a **static** figure (so batch runs and exported notebooks show
-something), and attaches widgets only when ``interactive=True`` *and* a live IPython kernel
-with ipywidgets is available; otherwise it degrades to the static output. The figure
-builders (``*_figure``) are plain functions, tested without widgets.
+* headless, or ``interactive=False`` — the explorer displays exactly **one static figure**
+  (batch runs and exported notebooks show it);
+* ``interactive=True`` in a live kernel with ipywidgets — it displays exactly **one live
+  view**: the controls above the figure (a PNG in an ``ipywidgets.Image``), redrawn when a
+  control moves.
+
+Explorers return ``None`` so that Jupyter has no cell value to render a second time. The
+live view itself is built, without displaying it, by the ``*_widget`` builders (tested
+without a kernel); the figures by the plain ``*_view_figure`` functions.
 
 * :func:`alpha_explorer` — receiver × α slider: the CNLL path with the chosen α and the
   receiver's predicted class counts at that α (vs Local and the truth).
@@ -13,7 +18,8 @@ builders (``*_figure``) are plain functions, tested without widgets.
 """
 from __future__ import annotations
 
-from typing import Any
+import io
+from typing import Any, Callable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -21,6 +27,9 @@ import pandas as pd
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.viz.style import FULL, ROW, method_color
+
+#: What a live view redraws: the figure, and optionally a table shown below it.
+View = Callable[[], "tuple[plt.Figure, pd.DataFrame | None]"]
 
 
 def _display(obj) -> None:
@@ -36,6 +45,16 @@ def _show(fig) -> None:
     """Display a figure once (and close it so the inline backend does not show it twice)."""
     _display(fig)
     plt.close(fig)
+
+
+def figure_png(fig) -> bytes:
+    """``fig`` as PNG bytes at its own dpi (what the inline backend would show); closes it."""
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
 
 
 def widgets_available() -> bool:
@@ -56,6 +75,39 @@ def _want_widgets(interactive: bool) -> bool:
         print("(no live Jupyter kernel with ipywidgets: showing the static figure only)")
         return False
     return True
+
+
+def _present(interactive: bool, view: View, widget: Callable[[], Any]) -> None:
+    """The one display of an explorer: the live ``widget()`` or the static ``view()``."""
+    if _want_widgets(interactive):
+        _display(widget())
+        return
+    fig, table = view()
+    _show(fig)
+    if table is not None:
+        _display(table)
+
+
+def live_view(controls: Sequence[Any], view: View, watch: Sequence[Any] | None = None):
+    """``VBox(controls, Image[, HTML table])`` whose image is ``view()``'s figure, redrawn
+    whenever a control in ``watch`` (default: all ``controls``) changes value. Returns the box
+    (``box.redraw()`` redraws on demand)."""
+    import ipywidgets as w
+
+    image = w.Image(format="png")
+    table = w.HTML()
+
+    def redraw(*_):
+        fig, tab = view()
+        image.value = figure_png(fig)
+        table.value = "" if tab is None else tab.to_html(index=False, border=0)
+
+    for c in (controls if watch is None else watch):
+        c.observe(redraw, names="value")
+    redraw()
+    box = w.VBox([w.HBox(list(controls)), image] + ([table] if table.value else []))
+    box.redraw = redraw
+    return box
 
 
 # ----------------------------------------------------------------------------- α explorer
@@ -99,34 +151,34 @@ def alpha_view_figure(logits, paths: pd.DataFrame, receiver: int, alpha: float) 
     return fig
 
 
-def alpha_explorer(logits, paths: pd.DataFrame, interactive: bool = False, receiver: int = 0) -> Any:
-    """Static view of ``receiver`` at its α*; with ``interactive``, a receiver dropdown and an
-    α slider redraw it. Returns the widget box (or None when static)."""
-    start = float(logits.alpha_star.get(receiver, 0.0))
-    _show(alpha_view_figure(logits, paths, receiver, start))
-    if not _want_widgets(interactive):
-        return None
+def alpha_widget(logits, paths: pd.DataFrame, receiver: int = 0):
+    """The live α view (not displayed): a receiver dropdown and an α slider above the figure;
+    picking a receiver moves α to its α*."""
     import ipywidgets as w
 
+    start = float(logits.alpha_star.get(receiver, 0.0))
     pick = w.Dropdown(options=list(range(len(logits.z_local))), value=receiver, description="receiver")
     slide = w.FloatSlider(value=start, min=0.0, max=1.0, step=0.01, description="α", continuous_update=False)
-    out = w.Output()
-
-    def redraw(*_):
-        with out:
-            out.clear_output(wait=True)
-            _show(alpha_view_figure(logits, paths, pick.value, slide.value))
+    box = live_view([pick, slide], lambda: (alpha_view_figure(logits, paths, pick.value, slide.value), None),
+                    watch=[slide])
 
     def jump(change):
-        slide.value = float(logits.alpha_star.get(change["new"], 0.0))
-        redraw()
+        star = float(logits.alpha_star.get(change["new"], 0.0))
+        if slide.value == star:
+            box.redraw()
+        else:
+            slide.value = star  # redraws through the slider
 
     pick.observe(jump, names="value")
-    slide.observe(redraw, names="value")
-    box = w.VBox([w.HBox([pick, slide]), out])
-    _display(box)
-    redraw()
     return box
+
+
+def alpha_explorer(logits, paths: pd.DataFrame, interactive: bool = False, receiver: int = 0) -> None:
+    """Show ``receiver`` at its α* once: the static figure, or with ``interactive`` the live
+    view of :func:`alpha_widget`."""
+    start = float(logits.alpha_star.get(receiver, 0.0))
+    _present(interactive, lambda: (alpha_view_figure(logits, paths, receiver, start), None),
+             lambda: alpha_widget(logits, paths, receiver))
 
 
 # ----------------------------------------------------------------------------- rank explorer
@@ -147,7 +199,7 @@ def rank_table(rows: pd.DataFrame) -> pd.DataFrame:
 def rank_view_figure(rows: pd.DataFrame, rank: int) -> plt.Figure:
     """Accuracy and bytes per client against rank, the chosen rank highlighted."""
     tab = rank_table(rows)
-    ranks = sorted(r for r in tab["rank"].unique() if r > 0) + ([0] if (tab["rank"] == 0).any() else [])
+    ranks = _ranks(tab)
     if rank not in ranks:
         raise ConfigError(f"rank {rank} was not run; ranks in these rows: {ranks} (0 = dense)")
     pos = {r: i for i, r in enumerate(ranks)}
@@ -174,32 +226,33 @@ def rank_view_figure(rows: pd.DataFrame, rank: int) -> plt.Figure:
     return fig
 
 
-def rank_explorer(rows: pd.DataFrame, interactive: bool = False, rank: int = 6) -> Any:
-    """Static view at ``rank`` plus its table; with ``interactive``, a rank slider."""
-    tab = rank_table(rows)
-    ranks = sorted(r for r in tab["rank"].unique() if r > 0) + ([0] if (tab["rank"] == 0).any() else [])
-    rank = rank if rank in ranks else ranks[0]
-    _show(rank_view_figure(rows, rank))
-    _display(tab[tab["rank"] == rank].round(3))
-    if not _want_widgets(interactive):
-        return None
+def _ranks(tab: pd.DataFrame) -> list[int]:
+    return sorted(r for r in tab["rank"].unique() if r > 0) + ([0] if (tab["rank"] == 0).any() else [])
+
+
+def _rank_view(rows: pd.DataFrame, tab: pd.DataFrame, rank: int):
+    return rank_view_figure(rows, rank), tab[tab["rank"] == rank].round(3)
+
+
+def rank_widget(rows: pd.DataFrame, rank: int = 6):
+    """The live rank view (not displayed): a rank slider above the figure and its table row."""
     import ipywidgets as w
 
-    slide = w.SelectionSlider(options=[(str(r) if r else "dense", r) for r in ranks], value=rank,
-                              description="rank", continuous_update=False)
-    out = w.Output()
+    tab = rank_table(rows)
+    ranks = _ranks(tab)
+    slide = w.SelectionSlider(options=[(str(r) if r else "dense", r) for r in ranks],
+                              value=rank if rank in ranks else ranks[0], description="rank",
+                              continuous_update=False)
+    return live_view([slide], lambda: _rank_view(rows, tab, slide.value))
 
-    def redraw(*_):
-        with out:
-            out.clear_output(wait=True)
-            _show(rank_view_figure(rows, slide.value))
-            _display(tab[tab["rank"] == slide.value].round(3))
 
-    slide.observe(redraw, names="value")
-    box = w.VBox([slide, out])
-    _display(box)
-    redraw()
-    return box
+def rank_explorer(rows: pd.DataFrame, interactive: bool = False, rank: int = 6) -> None:
+    """Show ``rank`` (the first run rank if it was not run) once, with its table: static, or
+    with ``interactive`` the live view of :func:`rank_widget`."""
+    tab = rank_table(rows)
+    ranks = _ranks(tab)
+    rank = rank if rank in ranks else ranks[0]
+    _present(interactive, lambda: _rank_view(rows, tab, rank), lambda: rank_widget(rows, rank))
 
 
 # ----------------------------------------------------------------------------- client explorer
@@ -237,28 +290,22 @@ def client_view_figure(parts: pd.DataFrame, curves: pd.DataFrame | None, rows: p
     return fig
 
 
-def client_explorer(parts: pd.DataFrame, curves: pd.DataFrame | None = None, rows: pd.DataFrame | None = None,
-                    interactive: bool = False, client: int = 0) -> Any:
-    """Static view of ``client``; with ``interactive``, a client dropdown."""
-    _show(client_view_figure(parts, curves, rows, client))
-    if not _want_widgets(interactive):
-        return None
+def client_widget(parts: pd.DataFrame, curves: pd.DataFrame | None = None, rows: pd.DataFrame | None = None,
+                  client: int = 0):
+    """The live client view (not displayed): a client dropdown above the figure."""
     import ipywidgets as w
 
     pick = w.Dropdown(options=sorted(parts["client"].unique().tolist()), value=client, description="client")
-    out = w.Output()
-
-    def redraw(*_):
-        with out:
-            out.clear_output(wait=True)
-            _show(client_view_figure(parts, curves, rows, pick.value))
-
-    pick.observe(redraw, names="value")
-    box = w.VBox([pick, out])
-    _display(box)
-    redraw()
-    return box
+    return live_view([pick], lambda: (client_view_figure(parts, curves, rows, pick.value), None))
 
 
-__all__ = ["alpha_explorer", "alpha_view_figure", "rank_explorer", "rank_table", "rank_view_figure",
-           "client_explorer", "client_view_figure", "widgets_available"]
+def client_explorer(parts: pd.DataFrame, curves: pd.DataFrame | None = None, rows: pd.DataFrame | None = None,
+                    interactive: bool = False, client: int = 0) -> None:
+    """Show ``client`` once: static, or with ``interactive`` the live view of :func:`client_widget`."""
+    _present(interactive, lambda: (client_view_figure(parts, curves, rows, client), None),
+             lambda: client_widget(parts, curves, rows, client))
+
+
+__all__ = ["alpha_explorer", "alpha_view_figure", "alpha_widget", "rank_explorer", "rank_table",
+           "rank_view_figure", "rank_widget", "client_explorer", "client_view_figure", "client_widget",
+           "figure_png", "live_view", "widgets_available"]

@@ -4,7 +4,8 @@ Executed copies go to the git-ignored ``notebooks/_build/``. A notebook whose in
 file, its parameters, the package source, and for store-reading notebooks the results
 store) are unchanged since its last successful run is skipped; ``--force`` reruns it.
 ``--quick`` runs every notebook on the embedded demo graph (and Cora when its raw files are
-present) with two seeds and small sweeps: minutes, not hours.
+present) with two seeds and small sweeps: minutes, not hours; its figures go to the
+git-ignored ``figures/quick/`` (never over the committed gallery) unless ``--out`` is given.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def register(sub) -> None:
                    help="run each notebook on these datasets (default: quick → demo [+ Cora]; "
                         "full → each notebook's own default)")
     p.add_argument("--force", action="store_true", help="rerun notebooks even when their inputs are unchanged")
-    p.add_argument("--out", default=None, metavar="DIR", help="figures folder (default <repo>/figures)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="figures folder (default <repo>/figures; with --quick <repo>/figures/quick)")
     p.add_argument("--build", default=None, metavar="DIR", help="executed notebooks (default notebooks/_build)")
     p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA, else ./data)")
     p.add_argument("--results", default=None, metavar="DIR", help="results store (default data/results)")
@@ -35,11 +37,19 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from pace_nb.core.io import atomic_write_json
-    from pace_nb.notebooks import run_notebooks
+    from pace_nb.core.io import atomic_write_json, check_output_dir, check_output_file
+    from pace_nb.data.datasets import canonical_name
+    from pace_nb.notebooks import default_figures_dir, run_notebooks
 
-    runs = run_notebooks(args.only, quick=args.quick, datasets=args.dataset, force=args.force,
-                         figures_dir=args.out, build_dir=args.build, data_root=args.data_root,
+    datasets = [canonical_name(d) for d in args.dataset] if args.dataset else None  # names only, no paths
+    figures_dir = args.out or (str(default_figures_dir() / "quick") if args.quick else None)
+    for folder, what in ((figures_dir, "--out"), (args.build, "--build")):
+        if folder:
+            check_output_dir(folder, what)
+    if args.json:
+        check_output_file(args.json, "--json")
+    runs = run_notebooks(args.only, quick=args.quick, datasets=datasets, force=args.force,
+                         figures_dir=figures_dir, build_dir=args.build, data_root=args.data_root,
                          results_dir=args.results, timeout=args.timeout,
                          log=lambda m: print(m, file=sys.stderr, flush=True))
     table = pd.DataFrame([{"notebook": r.notebook, "dataset": r.dataset, "status": r.status,

@@ -4,10 +4,13 @@ The config (TOML or YAML; see configs/*.toml) is validated as a whole before any
 Finished cells are skipped, each new cell is written atomically when it finishes, so an
 interrupted grid (Ctrl-C, kill -9) resumes where it stopped without duplicate rows.
 Datasets whose raw files are absent are reported as "not run" (``--strict``: an error).
+With ``--keep-going`` a failing cell is reported and the others run; the exit status is then 1
+and the failed cells are listed.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(sub) -> None:
@@ -38,7 +41,16 @@ def run(args) -> int:
     from pace_nb.core.errors import ConfigError
     from pace_nb.experiments.store import ResultsStore
 
+    from pace_nb.core.config import resolve_device
+    from pace_nb.core.io import check_output_dir, check_output_file
+
     cfg = load_config(args.config)
+    if args.json:
+        check_output_file(args.json, "--json")
+    if args.results:
+        check_output_dir(args.results, "--results")
+    if args.device is not None:
+        resolve_device(args.device)
     executor = None
     if args.ray_workers is not None and args.ray is None:
         raise ConfigError("--ray-workers needs --ray (e.g. --ray --ray-workers 2)")
@@ -60,4 +72,10 @@ def run(args) -> int:
     if args.json:
         atomic_write_json(args.json, {"config": cfg.path, "results": str(store.root),
                                       "cells": frame.astype(object).where(frame.notna(), None).to_dict("records")})
+    failed = frame[frame["status"].astype(str).str.startswith("failed")] if len(frame) else frame
+    if len(failed):
+        print(f"pace-nb: {len(failed)} cell(s) failed (nothing stored for them; rerun to retry):", file=sys.stderr)
+        for _, rec in failed.iterrows():
+            print(f"  {rec['key']} {rec['label']}: {rec['status']}", file=sys.stderr)
+        return 1
     return 0

@@ -27,6 +27,10 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pace_nb.core.io import check_output_file
+
+    if args.json:
+        check_output_file(args.json, "--json")
     fg = build_federated(args.dataset, args.scheme, args.clients, args.seed, data_root=args.data_root,
                          cache=not args.no_cache, resolution=args.resolution, delta=args.delta, beta=args.beta)
     cfg = fg.config

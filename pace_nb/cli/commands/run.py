@@ -1,20 +1,23 @@
 """``pace-nb run``: the one-shot protocol(s) on one dataset (DESIGN §11).
 
 Prints one summary line per method/variant/rank (mean ± sample std over seeds of the pooled
-scores, percent); ``--json F`` writes ``{"summary": [...], "receivers": [...], "config": {...}}``;
-rows go to the results store unless ``--no-store``.
+scores, percent); ``--json F`` writes ``{"summary": [...], "receivers": [...], "config": {...}}``.
+Rows are written to a results store only when asked (``--store DIR``, or ``--results DIR``),
+as one cell keyed by a hash of every input that changes a number (dataset, partition and
+its parameters, K, data seed, run seeds, methods, variants, ranks, training config).
 """
 from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
 from pace_nb.core.config import DATA_SEED, PAPER_SEEDS
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.validation import check_clients, check_names, check_ranks, check_seeds
+from pace_nb.core.validation import check_clients, check_names, check_ranks, check_seed, check_seeds
 
 
 def _csv(text: str) -> list[str]:
@@ -53,8 +56,9 @@ def register(sub) -> None:
                    help="PACE variants: full,transport,fixed0.5,mean,raw,direct (default full)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda[:i] (default auto)")
     p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA or ./data)")
-    p.add_argument("--results", default=None, help="results store directory (default data/results)")
-    p.add_argument("--no-store", action="store_true", help="do not write rows to the results store")
+    p.add_argument("--store", default=None, metavar="DIR", help="also write the rows to the results store DIR")
+    p.add_argument("--results", default=None, metavar="DIR", help="same as --store DIR")
+    p.add_argument("--no-store", action="store_true", help="do not write rows (the default; kept for old scripts)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--json", default=None, metavar="FILE", help="write summary/receivers/config as JSON")
     p.set_defaults(func=run)
@@ -102,12 +106,27 @@ def run(args) -> int:
     from pace_nb.analysis.summary import summarize
     from pace_nb.methods.protocol import run_protocol
 
+    from pace_nb.core.config import resolve_device
+    from pace_nb.core.io import check_output_dir, check_output_file
+    from pace_nb.nn.training import TrainConfig
+
     seeds = list(check_seeds(_ints(args.seeds, "seeds"), "--seeds"))
+    check_seed(args.data_seed, "--data-seed")
     ranks = _ranks(args.rank)
     methods = list(check_names(str(args.methods).split(","), "--methods"))
     variants = list(check_names(str(args.variants).split(","), "--variants"))
     check_clients(args.clients, "--clients")
-    config = {"dataset": args.dataset, "partition": args.partition, "num_clients": args.clients,
+    resolve_device(args.device)
+    if args.store and args.results and args.store != args.results:
+        raise ConfigError(f"--store {args.store} and --results {args.results} name two stores; give one")
+    store_dir = None if args.no_store else (args.store or args.results)
+    if store_dir:
+        check_output_dir(store_dir, "--store")
+    if args.json:
+        check_output_file(args.json, "--json")
+    from pace_nb.data.datasets import canonical_name
+
+    config = {"dataset": canonical_name(args.dataset), "partition": str(args.partition).lower(), "num_clients": args.clients,
               "beta": args.beta, "seeds": seeds, "data_seed": args.data_seed, "ranks": ranks,
               "methods": methods, "variants": variants, "device": args.device}
     rows = run_protocol(args.dataset, partition=args.partition, num_clients=args.clients, seeds=seeds,
@@ -124,10 +143,9 @@ def run(args) -> int:
     for r in sorted(set(dense_like["rank"])):
         print(f"note: rank {r} is >= the attainable rank of every weight matrix, so every carrier was "
               f"sent dense (communication >= 100 % of the dense model)")
-    if not args.no_store:
-        stored = _store(rows, args.results, config)
-        if stored:
-            print(f"rows stored in {stored}")
+    if store_dir:
+        stored, key = _store(rows, store_dir, {**config, "train": asdict(TrainConfig())})
+        print(f"rows stored in {stored} (cell {key})")
     if args.json:
         from pace_nb.core.io import atomic_write_json
 
@@ -139,8 +157,11 @@ def run(args) -> int:
 
 
 def _store(rows: pd.DataFrame, path, config: dict):
-    from pace_nb.experiments.store import ResultsStore
+    """One cell keyed by every input that changes a number (the device is recorded, not keyed)."""
+    from pace_nb.experiments.store import ResultsStore, stable_key
 
+    cell = {"command": "run", **config}
+    key = "run-" + stable_key({k: v for k, v in cell.items() if k != "device"})
     store = ResultsStore(path)
-    store.append(rows, cell={"command": "run", **config})
-    return store.root
+    store.append(rows, cell_key=key, cell=cell)
+    return store.root, key

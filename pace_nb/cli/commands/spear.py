@@ -11,6 +11,7 @@ import argparse
 import pandas as pd
 
 from pace_nb.core.errors import ConfigError
+from pace_nb.core.validation import check_clients, check_seeds
 
 DEFAULT_SEEDS = (2024, 2025, 2026)
 
@@ -22,7 +23,7 @@ def _seeds(values: list[str]) -> list[int]:
         raise ConfigError(f"--seeds takes integers (space or comma separated): {exc}") from None
     if not out:
         raise ConfigError("--seeds needs at least one seed")
-    return out
+    return list(check_seeds(out, "--seeds"))
 
 
 def register(sub) -> None:
@@ -113,10 +114,16 @@ def run(args) -> int:
     from pace_nb.core.io import atomic_write_json
     from pace_nb.methods.spear.core import SpearConfig
 
+    from pace_nb.core.io import check_output_file
+
     config = SpearConfig(T=args.T, a=args.a, gamma=args.gamma)
+    seeds = _seeds(args.seeds)
+    check_clients(args.clients, "--clients")
+    if args.json:
+        check_output_file(args.json, "--json")
     variants = ("full", "no_shrinkage", "no_ppr", "no_both") if args.ablation else ("full",)
     frames = []
-    for seed in _seeds(args.seeds):
+    for seed in seeds:
         fg = sa.federation(args.dataset, beta=args.beta, num_clients=args.clients, seed=seed, data_root=args.data_root)
         frames.append(sa.ablation(fg, config, variants))
     rows = pd.concat(frames, ignore_index=True)

@@ -27,13 +27,17 @@ def run(args) -> int:
     from pace_nb.experiments.store import ResultsStore
     from pace_nb.analysis.tables import TABLES, build_tables, select_tables, write_tables
 
-    ids = select_tables(args.tables)
-    store = ResultsStore(args.results)
-    rows = store.load()
     from pace_nb.core.config import repo_root
+    from pace_nb.core.io import check_output_dir, check_output_file
 
+    ids = select_tables(args.tables)
+    store = ResultsStore(args.results, create=False)  # a missing folder is an error, not an empty store
     root = repo_root()
     out = Path(args.out) if args.out else (root / "figures" / "tables" if root else store.root.parent / "tables")
+    check_output_dir(out, "--out")
+    if args.json:
+        check_output_file(args.json, "--json")
+    rows = store.load()
     paths = write_tables(rows, out, ids)
     comps = build_tables(rows, ids)
     print(f"results: {store.root} ({len(rows)} rows); tables written to {out}")

@@ -35,59 +35,7 @@ from pace_nb.methods.registry import METHODS, register_method
 from pace_nb.data.federation import FederatedGraph
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, init_params, stack_params
 from pace_nb.nn.training import LocalModels, TrainConfig, TrainStep, train_models
-
-# ----------------------------------------------------------------------------- pure helpers
-
-
-def per_seed(t: Tensor, num_seeds: int, num_clients: int) -> Tensor:
-    """View a batched tensor ``[S*K, ...]`` as ``[S, K, ...]`` (seed-major order)."""
-    if t.shape[0] != num_seeds * num_clients:
-        raise ConfigError(f"expected {num_seeds}×{num_clients} models, got leading size {t.shape[0]}")
-    return t.reshape(num_seeds, num_clients, *t.shape[1:])
-
-
-def size_weights(sizes: Tensor) -> Tensor:
-    """FedAvg weights ``n_k / Σ_j n_j`` (McMahan et al. 2017)."""
-    sizes = torch.as_tensor(sizes, dtype=torch.float64)
-    if sizes.dim() != 1 or sizes.numel() == 0 or bool((sizes < 0).any()) or float(sizes.sum()) <= 0:
-        raise ConfigError(f"client sizes must be a non-empty vector of non-negative counts with a positive sum, got {sizes.tolist()}")
-    return sizes / sizes.sum()
-
-
-def mix(params: Params, weights: Tensor, num_seeds: int, num_clients: int,
-        keys: Sequence[str] | None = None) -> Params:
-    """Personalized aggregation: receiver ``i`` of seed ``s`` gets ``Σ_j W[s, i, j] θ_{s, j}``.
-
-    ``params`` is batched ``[S*K, ...]``; ``weights`` is ``[S, R, K]`` (or ``[R, K]``, shared by
-    every seed). Returns batched ``[S*R, ...]`` for ``keys`` (default: every key).
-    """
-    w = torch.as_tensor(weights)
-    if w.dim() == 2:
-        w = w.expand(num_seeds, *w.shape)
-    if w.dim() != 3 or w.shape[0] != num_seeds or w.shape[2] != num_clients:
-        raise ConfigError(f"mixing weights must be [S={num_seeds}, R, K={num_clients}], got {tuple(w.shape)}")
-    out = {}
-    for key in (keys if keys is not None else list(params)):
-        v = per_seed(params[key], num_seeds, num_clients)
-        flat = v.reshape(num_seeds, num_clients, -1)
-        mixed = torch.einsum("srk,skd->srd", w.to(flat.dtype), flat)
-        out[key] = mixed.reshape(num_seeds * w.shape[1], *v.shape[2:])
-    return out
-
-
-def broadcast(global_params: Params, num_seeds: int, num_clients: int) -> Params:
-    """Per-seed global models ``[S, ...]`` → one copy per receiver ``[S*K, ...]``."""
-    return {k: v.repeat_interleave(num_clients, dim=0) for k, v in global_params.items()}
-
-
-def nbytes(tensors) -> int:
-    """Dense float32 bytes of a tensor collection (dict values / list / single tensor)."""
-    if isinstance(tensors, Tensor):
-        return 4 * int(tensors.numel())
-    if isinstance(tensors, dict):
-        tensors = list(tensors.values())
-    return sum(nbytes(t) for t in tensors)
-
+from pace_nb.methods.baselines.aggregation import broadcast, mix, nbytes, per_seed, size_weights  # noqa: F401 (re-exported)
 
 # ----------------------------------------------------------------------------- context
 
@@ -173,6 +121,9 @@ class FederatedMethod:
     #: Params keys the server aggregates (others stay with their client).
     shared_keys: ClassVar[tuple[str, ...]] = WEIGHT_KEYS
 
+    #: ``eval_forward(params, client) -> logits``: a method whose deployed model is not the plain
+    #: GCN (FedAux's ``[h ‖ z]`` classifier) defines it; None = :func:`gcn_forward`.
+    eval_forward: ClassVar[Any] = None
     #: Declarative hyperparameter checks, merged along the class hierarchy
     #: (:mod:`pace_nb.core.validation`); ``validate`` adds checks that span several fields.
     _parameter_constraints: ClassVar[dict] = {}
@@ -239,6 +190,10 @@ class FederatedMethod:
         """True when this round's local objective is plain CE (then Local models are reusable)."""
         return type(self).local_loss is FederatedMethod.local_loss
 
+    def local_optimizer(self, ctx: FedContext) -> dict | None:
+        """Local optimizer spec for the trainer (None = Adam, as Local; e.g. FedNova-SGD's momentum SGD)."""
+        return None
+
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor | None:
         """Extra loss terms of the local objective, SUMMED over the step's models (the trainer
         sums per-model CE, so each model keeps its solo gradient)."""
@@ -263,6 +218,10 @@ class FederatedMethod:
 
     def after_round(self, ctx: FedContext, trained: Params, returned: Params) -> None:
         """Bookkeeping at the end of a round (e.g. MOON keeps the previous local models)."""
+
+    def diagnostics(self, ctx: FedContext) -> dict[str, Any]:
+        """JSON-able readings recorded in the run's params (e.g. FedPub's similarity diagonal)."""
+        return {}
 
     # -- helpers ------------------------------------------------------------------------
     def with_private(self, ctx: FedContext, shared: Params, trained: Params) -> Params:
@@ -306,6 +265,7 @@ class FederatedRun:
     seconds: float
     params: dict[str, Any]
     history: list[dict[str, Any]] = field(default_factory=list)
+    forward: Any = None  # the method's eval_forward, when its deployed model is not the plain GCN
 
     def model(self, s: int, k: int) -> Params:
         """Deployed Params of client ``k`` under the ``s``-th seed."""
@@ -364,13 +324,15 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
     history = []
     for r in bar:
         ctx.round, ctx.start = r, start
-        if r == 0 and reuse and method.plain_local(ctx) and set(start) == set(WEIGHT_KEYS):
+        opt = method.local_optimizer(ctx)
+        if r == 0 and reuse and method.plain_local(ctx) and opt is None and set(start) == set(WEIGHT_KEYS):
             trained = {k: v.clone() for k, v in local.params.items()}
         else:
             mseeds = [round_model_seed(s, k, r) for s in seeds for k in range(k_n)]
             hook = None if method.plain_local(ctx) else (lambda step: method.local_loss(step, ctx))
             trained, _ = train_models(fg.clients, start, mseeds, ctx.client_of, rconf, extra_loss=hook,
-                                      device=dev, progress=progress and rounds == 1, max_batch=max_batch)
+                                      device=dev, progress=progress and rounds == 1, max_batch=max_batch,
+                                      optimizer=opt)
         stats = method.upload(ctx, trained)
         returned = method.aggregate(ctx, trained, stats)
         method.after_round(ctx, trained, returned)
@@ -385,8 +347,8 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
                         bytes_up=[int(rounds) * b for b in up], bytes_down=[int(rounds) * b for b in down],
                         seconds=time.perf_counter() - t0,
                         params={"method": method.name, "rounds": int(rounds), "local_epochs": int(local_epochs),
-                                **method.hyperparameters()},
-                        history=history)
+                                **method.hyperparameters(), **method.diagnostics(ctx)},
+                        history=history, forward=method.eval_forward)
 
 
 def evaluate_run(fg: FederatedGraph, run: FederatedRun, local: LocalModels, *, variants=("native", "cnll"),
@@ -413,7 +375,8 @@ def evaluate_run(fg: FederatedGraph, run: FederatedRun, local: LocalModels, *, v
         rp = {k: v[idx] for k, v in run.returned.items()}
         z_local = (local_logits[s] if local_logits is not None and s in local_logits
                    else batched_logits(lp, fg.clients, list(range(k_n)), device=device))
-        z_ext = batched_logits(rp, fg.clients, list(range(k_n)), device=device)
+        z_ext = (batched_logits(rp, fg.clients, list(range(k_n)), device=device) if run.forward is None else
+                 [run.forward({n: v[k] for n, v in rp.items()}, fg.clients[k]) for k in range(k_n)])
         for variant in variants:
             rows += evaluate_method(
                 fg, z_local, z_ext, alpha=None if variant == "native" else "cnll", seed=seed,

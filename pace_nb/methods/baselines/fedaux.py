@@ -4,17 +4,22 @@ FedAux attaches a learnable auxiliary projection vector ``a`` (dimension = hidde
 N(0, I) init shared through the global model) to each client's GNN: node embeddings ``h_v``
 are scored ``s_v = cos(h_v, a)`` and smoothed with a Gaussian kernel on the 1-D scores,
 ``z_v = Σ_u κ(s_v, s_u) h_u / Σ_u κ(s_v, s_u)``, ``κ = exp(−(s_v − s_u)² / σ²)`` (their Eq. 3).
-The server compares clients by their ``a`` only: ``S_ij = exp(10 · cos(a_i, a_j))``,
-row-normalized, and returns ``Σ_j S_ij θ_j`` (weights, biases and a) to receiver i.
 
-Adaptation to PACE's 2-layer GCN: ``h`` is the layer-1 output; the smoothed ``z`` feeds the
-model's own second GCN layer as an auxiliary head, and the local loss is
-``CE(GCN(x)) + CE(conv2(z))`` (FedAux's classifier on ``[h ‖ z]`` would change the
-architecture), so ``a`` is trained by the auxiliary path and the deployed model is a plain GCN.
+* ``head="concat"`` (default, the released architecture): the classifier reads ``[h ‖ z]``;
+  on PACE's 2-layer GCN ``h`` is the layer-1 output and the classifier is conv2 with weight
+  ``[W_h | W_z]``: ``logits = P (h W_hᵀ + z W_zᵀ) + b`` (``W_h`` = W0's conv2, ``W_z`` =
+  ``conv2.zweight``, glorot from the run seed). Training minimises CE of these logits (the
+  trainer's plain-GCN CE is swapped for it exactly), evaluation uses the same forward.
+* ``head="aux"`` (the earlier adaptation): the deployed model is the plain GCN and ``z`` feeds
+  conv2 as an auxiliary head, loss ``CE(GCN(x)) + aux_weight · CE(conv2(z))``.
+
+Server (released): ``S_ij = exp(10 · cos(θ_i, θ_j))`` over **all** shared parameters,
+auxiliary vector included (``similarity="params"``; ``"aux"`` compares ``a`` only),
+row-normalized; receiver i gets ``Σ_j S_ij θ_j``.
 The kernel smoothing is computed exactly-in-float with a rank-(M+1) Taylor factorization of
 ``exp(2 s_v s_u / σ²)`` (no dense n × n kernel). FedAux-1R = one round: 100 local epochs from
 W0 (+ a₀), one upload, the first personalized aggregate, no post-return training.
-Defaults: σ = 1 (FedAux's parser), scale 10, auxiliary weight 1.
+Defaults: σ = 1 (FedAux's parser), scale 10.
 """
 from __future__ import annotations
 
@@ -25,12 +30,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.nn.gcn import effective_weight, propagation_matrix
+from pace_nb.nn.gcn import effective_weight, gcn_forward, propagation_matrix
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext, FederatedMethod, federated_method, mix
-from pace_nb.methods.baselines.fedpub import similarity_weights
+from pace_nb.methods.baselines.fedpub import FedPub, similarity_weights
 
 AUX_KEY = "aux"
+ZW_KEY = "conv2.zweight"
+HEADS = ("concat", "aux")
+SIMILARITIES = ("params", "aux")
 
 
 def kernel_features(s: Tensor, sigma: float, order: int = 24) -> Tensor:
@@ -70,19 +78,30 @@ class FedAux(FederatedMethod):
         sigma: float = 1.0
         norm_scale: float = 10.0
         aux_weight: float = 1.0
+        head: str = "concat"
+        similarity: str = "params"
 
     def validate(self) -> None:
         self._require("sigma", math.isfinite(self.cfg.sigma) and self.cfg.sigma >= 0.5, "a finite number >= 0.5")
         self._require("norm_scale", math.isfinite(self.cfg.norm_scale) and self.cfg.norm_scale >= 0, "a finite number >= 0")
         self._require("aux_weight", math.isfinite(self.cfg.aux_weight) and self.cfg.aux_weight >= 0, "a finite number >= 0")
+        self._require("head", self.cfg.head in HEADS, f"one of {HEADS}")
+        self._require("similarity", self.cfg.similarity in SIMILARITIES, f"one of {SIMILARITIES}")
+        if self.cfg.head == "concat":
+            self.shared_keys = type(self).shared_keys + (ZW_KEY,)
 
     def start_models(self, ctx, start):
         hidden = start["conv1.weight"].shape[1]
-        aux = []
+        aux, zw = [], []
         for seed in ctx.seeds:
             g = torch.Generator().manual_seed(int(seed) + 31337)
             aux.append(torch.randn(hidden, generator=g))
-        return {**start, AUX_KEY: torch.stack(aux).repeat_interleave(ctx.num_clients, dim=0)}
+            bound = math.sqrt(6.0 / (hidden + ctx.fg.num_classes))  # glorot, as GCNConv
+            zw.append((torch.rand(ctx.fg.num_classes, hidden, generator=g) * 2 - 1) * bound)
+        out = {**start, AUX_KEY: torch.stack(aux).repeat_interleave(ctx.num_clients, dim=0)}
+        if self.cfg.head == "concat":
+            out[ZW_KEY] = torch.stack(zw).repeat_interleave(ctx.num_clients, dim=0)
+        return out
 
     def plain_local(self, ctx) -> bool:
         return False
@@ -98,14 +117,36 @@ class FedAux(FederatedMethod):
             dev = h.device
             z = kernel_smooth(h, step.params[AUX_KEY][i], self.cfg.sigma)
             P = ctx.state["P"][k].to(dev)
-            w2 = effective_weight({n: v[i] for n, v in step.params.items()}, 2)
-            out = torch.sparse.mm(P, z @ w2.t()) + step.params["conv2.bias"][i]
             tm = c.train_mask.to(dev)
-            total = total + F.cross_entropy(out[tm], c.y.to(dev)[tm])
-        return self.cfg.aux_weight * total
+            y = c.y.to(dev)[tm]
+            if self.cfg.head == "concat":  # CE of P(h W_h + z W_z) + b replaces the trainer's CE of P(h W_h) + b
+                full = step.logits[i] + torch.sparse.mm(P, z @ step.params[ZW_KEY][i].t())
+                total = total + F.cross_entropy(full[tm], y) - F.cross_entropy(step.logits[i][tm], y)
+            else:
+                w2 = effective_weight({n: v[i] for n, v in step.params.items()}, 2)
+                out = torch.sparse.mm(P, z @ w2.t()) + step.params["conv2.bias"][i]
+                total = total + self.cfg.aux_weight * F.cross_entropy(out[tm], y)
+        return total
+
+    @torch.no_grad()
+    def eval_forward(self, params, client) -> Tensor:
+        """Eval-mode logits of one deployed model on its client graph (``[h ‖ z]`` classifier)."""
+        P = propagation_matrix(client.edge_index, client.num_nodes)
+        z_plain, h = gcn_forward(params, client.x, P, return_hidden=True)
+        if self.cfg.head != "concat":
+            return z_plain
+        z = kernel_smooth(h, params[AUX_KEY], self.cfg.sigma)
+        return z_plain + torch.sparse.mm(P, z @ params[ZW_KEY].t())
 
     def aggregate(self, ctx, trained, stats):
-        aux = ctx.view(trained[AUX_KEY])
-        w = torch.stack([similarity_weights(aux[s], self.cfg.norm_scale) for s in range(ctx.num_seeds)])
+        if self.cfg.similarity == "aux":
+            emb = ctx.view(trained[AUX_KEY])
+        else:
+            emb = torch.cat([ctx.view(trained[k]).flatten(2) for k in self.shared_keys], dim=2)
+        w = torch.stack([similarity_weights(emb[s], self.cfg.norm_scale) for s in range(ctx.num_seeds)])
         ctx.state["weights"] = w
         return self.with_private(ctx, mix(trained, w, ctx.num_seeds, ctx.num_clients, self.shared_keys), trained)
+
+    def diagnostics(self, ctx) -> dict:
+        """``similarity_diag[s][i]`` = S_ii, receiver i's weight on its own model."""
+        return FedPub.diagnostics(self, ctx)

@@ -7,7 +7,12 @@ with ``p_k = n_k / n`` (FedNova Eq. 6). ``tau="steps"`` (default) counts the opt
 client took (full batch: the local epochs, equal for all clients, so FedNova's update coincides
 with FedAvg's); ``tau="train"`` uses ``epochs × n_train_k`` — the step count of one-sample
 mini-batches — which makes the normalization matter when clients differ in size.
-One-round adaptation: Local models are reused (plain CE), W_g = W0.
+One-round adaptation: Local models are reused (plain CE), W_g = W0. With full-batch training
+and equal epochs FedNova = FedAvg exactly (DESIGN §12).
+
+``fednova_sgd`` (diagnostic): local momentum SGD (ρ = 0.9, the matched lr and weight decay) instead
+of Adam, with the momentum normalizer of FedNova §4: ``a_k = [1 − ρ^τ, 1 − ρ^{τ−1}, …, 1 − ρ]/(1 − ρ)``,
+``‖a_k‖₁ = [τ − ρ(1 − ρ^τ)/(1 − ρ)]/(1 − ρ)``.
 """
 from __future__ import annotations
 
@@ -31,6 +36,19 @@ def fednova_update(deltas: Tensor, taus: Tensor, p: Tensor) -> Tensor:
     tau_eff = float((p * taus).sum())
     coef = (tau_eff * p / taus).to(deltas.dtype)
     return torch.einsum("k,k...->...", coef, deltas)
+
+
+def momentum_a(tau: int, rho: float) -> Tensor:
+    """FedNova's ``a_k`` for τ local steps of SGD with momentum ρ: entry j (1-based) is
+    ``(1 − ρ^{τ−j+1})/(1 − ρ)`` — how much gradient j contributes to the cumulative update."""
+    j = torch.arange(1, int(tau) + 1, dtype=torch.float64)
+    return (1 - rho ** (int(tau) - j + 1)) / (1 - rho)
+
+
+def momentum_norm(tau, rho: float) -> Tensor:
+    """``‖a_k‖₁ = [τ − ρ(1 − ρ^τ)/(1 − ρ)]/(1 − ρ)`` (elementwise over a tensor of τ's)."""
+    t = torch.as_tensor(tau, dtype=torch.float64)
+    return (t - rho * (1 - rho**t) / (1 - rho)) / (1 - rho)
 
 
 @federated_method
@@ -65,3 +83,33 @@ class FedNova(FedAvg):
             upd = torch.stack([fednova_update(delta[s], taus, p) for s in range(ctx.num_seeds)])
             out[key] = base + upd
         return self.with_private(ctx, broadcast(out, ctx.num_seeds, ctx.num_clients), trained)
+
+
+@federated_method
+class FedNovaSGD(FedNova):
+    """FedNova with local momentum SGD and the momentum ``‖a_k‖₁`` (diagnostic variant)."""
+
+    name = "fednova_sgd"
+    label = "FedNova-SGD"
+
+    @dataclass(frozen=True)
+    class Config:
+        tau: str = "steps"
+        weighting: str = "nodes"
+        momentum: float = 0.9
+
+    def validate(self) -> None:
+        super().validate()
+        self._require("momentum", isinstance(self.cfg.momentum, (int, float)) and 0 <= self.cfg.momentum < 1, "in [0, 1)")
+
+    def plain_local(self, ctx) -> bool:
+        return False
+
+    def local_optimizer(self, ctx):
+        return {"name": "sgd", "momentum": float(self.cfg.momentum)}
+
+    def local_loss(self, step, ctx):
+        return step.params["conv1.bias"].new_zeros(())
+
+    def taus(self, ctx: FedContext) -> Tensor:
+        return momentum_norm(super().taus(ctx), float(self.cfg.momentum))

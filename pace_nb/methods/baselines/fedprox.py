@@ -2,9 +2,11 @@
 
 One-round adaptation: W_g = W0 (the shared initialization the server broadcast), so every
 client trains 100 epochs on ``CE + μ/2 ‖W − W0‖²`` (all GCN weights and biases), uploads once,
-and receives the size-weighted mean (FedAvg's server rule). Default ``μ = 0.01`` (FedProx's
-grid {0.001, 0.01, 0.1, 1}; OpenFGL's config uses 1e-3). Multi-round: W_g is the model the
-client received at the start of the round.
+and receives the size-weighted mean (FedAvg's server rule). Default ``μ = 1e-3`` — OpenFGL's
+value, from FedProx's grid {0.001, 0.01, 0.1, 1}; ``mu=0.01`` stays selectable (μ is recorded in
+every row's ``params``). Under Adam with weight decay ``wd`` a weight without CE signal settles
+near ``μ/(μ + wd)·W0``, so μ sets how much of W0 survives in weakly trained coordinates.
+Multi-round: W_g is the model the client received at the start of the round.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ class FedProx(FedAvg):
 
     @dataclass(frozen=True)
     class Config:
-        mu: float = 0.01
+        mu: float = 1e-3
         weighting: str = "nodes"
 
     def validate(self) -> None:

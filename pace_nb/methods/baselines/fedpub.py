@@ -1,20 +1,28 @@
 """FED-PUB (Baek et al., ICML 2023): personalized subgraph FL with functional embeddings.
 
-* **Masked GCN**: each layer's effective weight is ``W ⊙ M`` with a learnable element-wise
-  mask ``M`` (initialized to ones); the local loss adds ``λ₁ Σ |M|`` (sparsity) and, from the
-  second round on, the proximal term ``λ₂ Σ_layers ‖θ − θ_received‖₂`` — both computed on the
-  live parameters so they carry gradients (OpenFGL evaluates them on detached state-dict
-  copies, where they do nothing). In eval mode masks with ``|M| < λ₁`` are pruned to zero.
-* **Functional embedding**: the mean output of the last GCN layer over a random proxy graph
-  shared by all clients (5 random-partition graphs of 100 nodes, p_in = 0.1, N(0, 1) features;
-  built from the run seed).
+* **Masked GCN** (default ``layers=3``, OpenFGL's model): masked GCN F→H, masked GCN H→H,
+  masked linear H→C (``relu`` between; dropout after layer 1, as the shared trainer does);
+  ``layers=2`` is PACE's 2-layer GCN with masks. Each effective weight is ``W ⊙ M`` with a
+  learnable element-wise mask ``M`` initialized to ones. In eval mode masks with
+  ``|M| < λ₁`` are pruned to zero.
+* **Regularizers as in OpenFGL**: the L1 mask term ``λ₁ Σ|M|`` is computed on detached state
+  there, so it carries no gradient — here it is left out of the objective (it would add a
+  constant); masks learn from CE alone. From the second round on the proximal term
+  ``λ₂ Σ_layers ‖θ − θ_received‖₂`` is live (``loc_l2``).
+* **Functional embedding**: the mean H-dim hidden output over a random proxy graph shared by
+  all clients (5 random-partition graphs of 100 nodes, p_in = 0.1, N(0, 1) features; built
+  from the run seed): the conv2 output (pre-ReLU) of the 3-layer model, the post-ReLU layer-1
+  output of the 2-layer model — never the logits (a C-dim mean is dominated by the shared
+  class prior, so every client looks alike).
 * **Server**: ``S_ij = exp(τ · cos(e_i, e_j))`` (τ = 10), row-normalized; receiver i gets
-  ``Σ_j S_ij θ_j`` for weights and biases; masks stay with their client.
+  ``Σ_j S_ij θ_j`` for weights and biases; masks stay with their client (the receiver keeps
+  its own). The diagonal ``S_ii`` (own weight) of every seed is recorded in the run's params
+  (``similarity_diag``).
 
 One-round adaptation: masked local training (100 epochs, from W0 with all-one masks), one
 upload (θ, e), one personalized return, evaluated with the receiver's own (pruned) masks.
-The architecture is PACE's 2-layer GCN (OpenFGL's FedPub adds a third, linear classifier).
-Defaults: λ₁ = λ₂ = 1e-3, τ = 10, 5 proxy graphs.
+The 3-layer model's conv1 is PACE's W0; conv2 (glorot) and the head (PyTorch ``Linear``
+init) are drawn from the run seed. Defaults: λ₁ = λ₂ = 1e-3, τ = 10, 5 proxy graphs.
 """
 from __future__ import annotations
 
@@ -25,11 +33,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.nn.gcn import gcn_forward, propagation_matrix
+from pace_nb.nn.gcn import WEIGHT_KEYS, effective_weight, propagation_matrix
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext, FederatedMethod, federated_method, mix
 
-MASK_KEYS = ("conv1.mask", "conv2.mask")
+MASK_KEYS = ("conv1.mask", "conv2.mask", "lin.mask")
+HEAD_KEYS = ("lin.weight", "lin.bias")
 
 
 def proxy_graph(num_features: int, seed: int, num_graphs: int = 5, nodes_per_graph: int = 100,
@@ -60,8 +69,25 @@ def prune_masks(params: dict[str, Tensor], threshold: float) -> dict[str, Tensor
 
 
 def functional_embedding(params: dict[str, Tensor], x: Tensor, P: Tensor) -> Tensor:
-    """Mean eval-mode output of the last GCN layer over the proxy nodes ([C])."""
-    return gcn_forward(params, x, P).mean(0)
+    """Mean eval-mode hidden output over the proxy nodes ([H]): the conv2 output (pre-ReLU)
+    when the model has a linear head, else the post-ReLU conv1 output."""
+    h = torch.relu(torch.sparse.mm(P, x @ effective_weight(params, 1).t()) + params["conv1.bias"])
+    if "lin.weight" in params:
+        h = torch.sparse.mm(P, h @ effective_weight(params, 2).t()) + params["conv2.bias"]
+    return h.mean(0)
+
+
+def head_params(hidden: int, num_classes: int, seed: int) -> dict[str, Tensor]:
+    """conv2 H→H (PyG ``GCNConv`` init) and the linear head H→C (``torch.nn.Linear`` init) of the
+    3-layer FedPub model, drawn from ``seed`` (global RNG untouched)."""
+    from torch_geometric.nn import GCNConv
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed) + 1)
+        conv2 = GCNConv(hidden, hidden)
+        lin = torch.nn.Linear(hidden, num_classes)
+    return {"conv2.weight": conv2.lin.weight.detach().clone(), "conv2.bias": conv2.bias.detach().clone(),
+            "lin.weight": lin.weight.detach().clone(), "lin.bias": lin.bias.detach().clone()}
 
 
 def similarity_weights(emb: Tensor, scale: float = 10.0) -> Tensor:
@@ -86,32 +112,39 @@ class FedPub(FederatedMethod):
         loc_l2: float = 1e-3
         norm_scale: float = 10.0
         n_proxy: int = 5
+        layers: int = 3
 
     def validate(self) -> None:
         for name in ("l1", "loc_l2", "norm_scale"):
             v = getattr(self.cfg, name)
             self._require(name, isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, "a finite number >= 0")
         self._require("n_proxy", isinstance(self.cfg.n_proxy, int) and self.cfg.n_proxy >= 1, "an integer >= 1")
+        self._require("layers", self.cfg.layers in (2, 3), "2 (PACE's GCN) or 3 (OpenFGL's model)")
+        self.shared_keys = WEIGHT_KEYS + (HEAD_KEYS if self.cfg.layers == 3 else ())
 
     def prepare(self, ctx: FedContext) -> None:
         ctx.state["proxy"] = [proxy_graph(ctx.fg.num_features, s, self.cfg.n_proxy) for s in ctx.seeds]
 
     def start_models(self, ctx, start):
         out = dict(start)
-        for layer in (1, 2):
-            out[f"conv{layer}.mask"] = torch.ones_like(start[f"conv{layer}.weight"])
+        if self.cfg.layers == 3:
+            heads = [head_params(ctx.config.hidden, ctx.fg.num_classes, s) for s in ctx.seeds]
+            for key in heads[0]:
+                out[key] = torch.stack([h[key] for h in heads for _ in range(ctx.num_clients)])
+        for name in ("conv1", "conv2") + (("lin",) if self.cfg.layers == 3 else ()):
+            out[f"{name}.mask"] = torch.ones_like(out[f"{name}.weight"])
         return out
 
     def plain_local(self, ctx) -> bool:
         return False
 
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor:
-        loss = self.cfg.l1 * sum(step.params[k].abs().sum() for k in MASK_KEYS)
-        if ctx.round > 0 and self.cfg.loc_l2 > 0:
-            for k in self.shared_keys:
-                prev = ctx.start[k][step.models].to(step.params[k].device)
-                d = (step.params[k] - prev).flatten(1)
-                loss = loss + self.cfg.loc_l2 * d.norm(dim=1).sum()
+        loss = step.params["conv1.bias"].new_zeros(())  # no L1 gradient (module doc)
+        if ctx.round == 0 or self.cfg.loc_l2 == 0:
+            return loss
+        for k in self.shared_keys:
+            prev = ctx.start[k][step.models].to(step.params[k].device)
+            loss = loss + self.cfg.loc_l2 * (step.params[k] - prev).flatten(1).norm(dim=1).sum()
         return loss
 
     @torch.no_grad()
@@ -128,6 +161,11 @@ class FedPub(FederatedMethod):
         w = torch.stack([similarity_weights(emb[s], self.cfg.norm_scale) for s in range(ctx.num_seeds)])
         ctx.state["weights"] = w
         return self.with_private(ctx, mix(trained, w, ctx.num_seeds, ctx.num_clients, self.shared_keys), trained)
+
+    def diagnostics(self, ctx) -> dict:
+        """``similarity_diag[s][i]`` = S_ii, receiver i's weight on its own model (last round)."""
+        w = ctx.state.get("weights")
+        return {} if w is None else {"similarity_diag": [[round(float(v), 6) for v in torch.diagonal(ws)] for ws in w]}
 
     def deployed(self, ctx, returned):
         return prune_masks(returned, self.cfg.l1)

@@ -1,16 +1,22 @@
-"""FedRCL (Seo et al., CVPR 2024): relaxed contrastive learning during local training.
+"""FedRCL (Seo et al., CVPR 2024): relaxed contrastive learning during local training — the
+released loss (``skynbe/FedRCL``, ``configs/client/fedrcl.yaml``).
 
-Local loss: ``CE + β_w · mean_ℓ L_RCL(f_ℓ)`` over the GCN's layer features (the "layer-feature
-adapter": ℓ ∈ {layer-1 hidden output, layer-2 output}, training nodes only), with
+Local loss ``CE + w · (L_SCL + L_relax)`` on the **pre-ReLU layer-1 output** (released
+``feature_relu: False``; the GCN has one hidden layer), training nodes only, ``s`` = cosine
+similarity, τ = 0.05. For every anchor i:
 
-* supervised contrastive term (anchor i, positives P_i = same-class training nodes):
-  ``−1/|P_i| Σ_{p∈P_i} log( exp(s_ip/τ) / Σ_{a≠i} exp(s_ia/τ) )``;
-* divergence penalty on excessively similar same-class pairs (the "relaxation"):
-  ``−log( exp(1/τ) / (exp(1/τ) + Σ_{j∈P_i, s_ij>λ} exp(s_ij/τ)) )``, weighted by β;
+* **supervised term** (top-k mining): the single hardest positive ``p_i = min_{j: y_j = y_i} s_ij``
+  (self included, so an anchor alone in its class has p_i = s_ii) against the two most
+  similar other-class samples ``n_i1, n_i2``:
+  ``L_SCL,i = −log softmax([p_i, n_i1, n_i2]/τ)₀`` (missing negatives are dropped);
+* **relaxation** (``intra_class_thresholding``): the single least-similar same-class sample
+  ``q_i = min_{j ≠ i, y_j = y_i} s_ij`` is pushed away only if ``q_i ≥ 0.7`` (else it is
+  replaced by −1, as released): ``L_relax,i = −log softmax([s_ii, q_i]/τ)₀``;
 
-``s`` = cosine similarity. Defaults (released config): τ = 0.05, λ = 0.7, β = 1, weight 1.
-Server: FedAvg. One-round adaptation: 100 local epochs from W0 with this objective, one
-upload, one size-weighted return.
+both averaged over the anchors, weights 1 and 1. Server: FedAvg. One-round adaptation: 100
+local epochs from W0 with this objective (Adam as every matched control; the released
+SGD, gradient clipping and multi-block branches do not apply to a 2-layer GCN), one upload,
+one size-weighted return.
 """
 from __future__ import annotations
 
@@ -26,26 +32,25 @@ from pace_nb.methods.baselines.base import FedContext, federated_method
 from pace_nb.methods.baselines.fedavg import FedAvg
 
 
-def rcl_loss(feat: Tensor, y: Tensor, tau: float = 0.05, threshold: float = 0.7, beta: float = 1.0) -> Tensor:
-    """Relaxed contrastive loss of features ``[n, d]`` with labels ``[n]`` (mean over anchors
-    that have at least one positive)."""
+def rcl_loss(feat: Tensor, y: Tensor, tau: float = 0.05, threshold: float = 0.7, topk_neg: int = 2,
+             relax_weight: float = 1.0) -> Tensor:
+    """Released FedRCL loss of features ``[n, d]`` with labels ``[n]``: mean over anchors of the
+    top-k supervised term plus ``relax_weight`` × the thresholded relaxation term (module doc)."""
     n = feat.shape[0]
+    if n == 0:
+        return feat.sum() * 0.0
     f = F.normalize(feat, dim=1)
     s = f @ f.t()
+    same = y.view(-1, 1) == y.view(1, -1)
     eye = torch.eye(n, dtype=torch.bool, device=feat.device)
-    pos = (y.view(-1, 1) == y.view(1, -1)) & ~eye
-    logits = (s / tau).masked_fill(eye, float("-inf"))
-    log_prob = logits - torch.logsumexp(logits, dim=1, keepdim=True)
-    npos = pos.sum(1)
-    has = npos > 0
-    if not bool(has.any()):
-        return feat.sum() * 0.0
-    scl = -(log_prob.masked_fill(~pos, 0.0).sum(1)[has] / npos[has])
-    close = pos & (s > threshold)
-    neg = torch.where(close, s / tau, torch.full_like(s, float("-inf")))
-    self_logit = torch.full((n, 1), 1.0 / tau, device=feat.device, dtype=feat.dtype)
-    dp = torch.logsumexp(torch.cat([self_logit, neg], dim=1), dim=1) - 1.0 / tau
-    return (scl + beta * dp[has]).mean()
+    pos = s.masked_fill(~same, float("inf")).min(dim=1, keepdim=True).values
+    neg = s.masked_fill(same, float("-inf")).topk(min(int(topk_neg), n), dim=1).values
+    scl = torch.logsumexp(torch.cat([pos, neg], 1) / tau, dim=1) - pos.squeeze(1) / tau
+    q = s.masked_fill(~same | eye, float("inf")).min(dim=1, keepdim=True).values
+    q = torch.where(torch.isinf(q) | (q < threshold), torch.full_like(q, -1.0), q)
+    self_sim = torch.diagonal(s).unsqueeze(1)
+    relax = torch.logsumexp(torch.cat([self_sim, q], 1) / tau, dim=1) - self_sim.squeeze(1) / tau
+    return scl.mean() + relax_weight * relax.mean()
 
 
 @federated_method
@@ -60,7 +65,8 @@ class FedRCL(FedAvg):
     class Config:
         tau: float = 0.05
         threshold: float = 0.7
-        beta: float = 1.0
+        topk_neg: int = 2
+        relax_weight: float = 1.0  # not "beta": that name is the Dirichlet β setting key of every row
         weight: float = 1.0
         weighting: str = "nodes"
 
@@ -68,7 +74,8 @@ class FedRCL(FedAvg):
         super().validate()
         self._require("tau", self.cfg.tau > 0, "> 0")
         self._require("threshold", -1 <= self.cfg.threshold <= 1, "in [-1, 1]")
-        self._require("beta", self.cfg.beta >= 0, ">= 0")
+        self._require("topk_neg", isinstance(self.cfg.topk_neg, int) and self.cfg.topk_neg >= 1, "an integer >= 1")
+        self._require("relax_weight", self.cfg.relax_weight >= 0, ">= 0")
         self._require("weight", math.isfinite(self.cfg.weight) and self.cfg.weight >= 0, "a finite number >= 0")
 
     def plain_local(self, ctx) -> bool:
@@ -78,9 +85,8 @@ class FedRCL(FedAvg):
         total = 0.0
         for i, k in enumerate(step.clients):
             c = ctx.fg.clients[k]
-            tm = c.train_mask.to(step.hidden[i].device)
-            y = c.y.to(tm.device)[tm]
-            layers = (step.hidden[i][tm], step.logits[i][tm])
-            c_loss = sum(rcl_loss(f, y, self.cfg.tau, self.cfg.threshold, self.cfg.beta) for f in layers) / len(layers)
-            total = total + c_loss
+            feat = step.pre_hidden[i]
+            tm = c.train_mask.to(feat.device)
+            total = total + rcl_loss(feat[tm], c.y.to(feat.device)[tm], self.cfg.tau, self.cfg.threshold,
+                                     self.cfg.topk_neg, self.cfg.relax_weight)
         return self.cfg.weight * total

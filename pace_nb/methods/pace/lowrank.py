@@ -39,6 +39,7 @@ import torch
 from torch import Tensor
 
 from pace_nb.core.errors import ConfigError, DataCorruptionError
+from pace_nb.core.validation import check_ranks
 
 MAGIC = b"PACEMSG1"
 _LEN = struct.Struct("<I")
@@ -50,10 +51,8 @@ def check_rank(rank: int | None) -> int | None:
     """Validate a carrier rank: ``None`` (dense) or an integer ≥ 1."""
     if rank is None:
         return None
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
-        raise ConfigError(f"rank must be a positive integer (or None for dense), got {rank!r}")
-    if rank < 1:
-        raise ConfigError(f"rank must be >= 1 (use rank=None / 0 for the dense control), got {rank}")
+    if check_ranks([rank], "rank")[0] == 0:
+        raise ConfigError("rank must be >= 1 for a carrier (the dense control is rank=None), got 0")
     return int(rank)
 
 

@@ -88,20 +88,24 @@ def ablation(fg, config: sp.SpearConfig | None = None, variants: Iterable[str] =
 
 # ----------------------------------------------------------------------------- robustness (Tab. 2)
 def robustness(fg, config: sp.SpearConfig | None = None, rho: float = 0.5, eta: float = 0.5,
-               seed: int = 0, variant: str = "full", mask_mode: str = "entry") -> pd.DataFrame:
-    """SPEAR on the clean graph, with ρ mixed edge noise, with η feature zero-masking (``perturb``;
-    ``mask_mode`` entry / node / column).
+               seed: int = 0, variant: str = "full", mask_mode: str | None = None,
+               scope: str = "clients") -> pd.DataFrame:
+    """SPEAR on the clean graph, with ρ edge noise, with η feature zero-masking
+    (:func:`pace_nb.data.perturb.perturb_federated`). ``scope="clients"`` (default, OpenFGL):
+    only the clients' local graphs are perturbed, evaluation on the clean complete graph;
+    ``scope="global"``: the complete graph, evaluation included.
 
-    Columns ``condition`` (clean/edges/features), ``rho``, ``eta``, ``acc`` and ``drop`` = clean − perturbed (points).
+    Columns ``condition`` (clean/edges/features), ``scope``, ``rho``, ``eta``, ``acc`` and ``drop`` = clean − perturbed (points).
     """
     config = config or sp.SpearConfig()
     cases = [("clean", 0.0, 0.0), ("edges", float(rho), 0.0), ("features", 0.0, float(eta))]
     rows = []
     for cond, r_, e_ in cases:
-        g = fg if cond == "clean" else perturb_federated(fg, rho=r_, eta=e_, seed=seed, mask_mode=mask_mode)
+        g = fg if cond == "clean" else perturb_federated(fg, rho=r_, eta=e_, seed=seed, mask_mode=mask_mode, scope=scope)
         res = sp.run_spear(g, config, variant)
-        rows.append(spear_row(fg, variant, res.acc, config, condition=cond, rho=r_, eta=e_, perturb_seed=int(seed),
-                              mask_mode=mask_mode if e_ else ""))
+        mode = (g.config.get("perturb", {}).get("mask_mode", "") if e_ else "")
+        rows.append(spear_row(fg, variant, res.acc, config, condition=cond, scope=scope, rho=r_, eta=e_,
+                              perturb_seed=int(seed), mask_mode=mode))
     df = _frame(rows)
     df["drop"] = float(df.loc[0, "acc"]) - df["acc"]
     return df

@@ -1,0 +1,114 @@
+"""What travels in the Flower messages: record names, message types and the byte payloads.
+
+Every payload is the byte string the in-process protocol produces, carried unchanged as one
+``bytes`` value of a Flower ``ConfigRecord``:
+
+* PACE upload: :func:`pace_nb.methods.pace.protocol.upload` (``PACEMSG1`` carriers + sketches);
+* PACE return: one message of :func:`pace_nb.methods.pace.protocol.server` per receiver;
+* SPEAR upload: :func:`pace_nb.methods.spear.core.serialize_upload` (NPZ: classes, counts,
+  prototypes; empty for a client holding no class); SPEAR return: NPZ of the global prototypes ``g [C, F]`` and ``present [C]``.
+
+Reports (a ``MetricRecord``) carry only aggregates: α, test-node counts and the test
+confusion matrices (C × C, row = label) of the Local, External and final predictions.
+"""
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from pace_nb.core.errors import DataCorruptionError
+
+#: Message types (``<category>.<action>``, routed by the ClientApp).
+UPLOAD = {"pace": "train.pace_upload", "spear": "train.spear_upload"}
+RECEIVE = {"pace": "evaluate.pace_receive", "spear": "evaluate.spear_receive"}
+#: Record and key names.
+CONFIG, PAYLOAD, REPORT = "config", "payload", "report"
+BLOB = "bytes"
+#: Keys of a report (SPEAR reports carry no Local/External confusion).
+REPORT_KEYS = ("partition_id", "n_test", "confusion_final", "confusion_local", "confusion_external")
+
+
+def blob(record) -> bytes:
+    """The byte payload of a received ``ConfigRecord`` (clear error when absent or not bytes)."""
+    value = record.get(BLOB) if record is not None else None
+    if not isinstance(value, bytes):
+        raise DataCorruptionError(f"message carries no byte payload under {BLOB!r} "
+                                  f"(got {type(value).__name__})")
+    return value
+
+
+def spear_upload_tensors(data: bytes, num_classes: int) -> tuple[Tensor, Tensor]:
+    """Parse a SPEAR upload into ``(p [C, F] float32, n [C] long)``; absent classes zero.
+    An empty upload (a client holding no class) is ``(p [C, 0], n = 0)``."""
+    if not data:
+        return torch.zeros(num_classes, 0), torch.zeros(num_classes, dtype=torch.long)
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            classes, counts, protos = z["classes"], z["counts"], z["prototypes"]
+    except Exception as exc:  # noqa: BLE001 — any parse failure is a corrupt message
+        raise DataCorruptionError(f"corrupt SPEAR upload: {exc}") from None
+    if (classes.ndim != 1 or counts.shape != classes.shape or protos.ndim != 2
+            or protos.shape[0] != classes.size or (classes.size and (classes.min() < 0 or classes.max() >= num_classes))
+            or np.unique(classes).size != classes.size or (counts < 0).any()):
+        raise DataCorruptionError("malformed SPEAR upload: classes, counts and prototypes disagree")
+    p = torch.zeros(num_classes, protos.shape[1], dtype=torch.float32)
+    n = torch.zeros(num_classes, dtype=torch.long)
+    idx = torch.from_numpy(classes.astype(np.int64))
+    p[idx] = torch.from_numpy(protos.astype(np.float32))
+    n[idx] = torch.from_numpy(counts.astype(np.int64))
+    return p, n
+
+
+def spear_return(g: Tensor, present: Tensor) -> bytes:
+    """The server's SPEAR message: NPZ of ``g [C, F]`` float32 and ``present [C]`` bool."""
+    buf = io.BytesIO()
+    np.savez(buf, g=g.detach().cpu().numpy().astype(np.float32), present=present.cpu().numpy().astype(bool))
+    return buf.getvalue()
+
+
+def parse_spear_return(data: bytes) -> tuple[Tensor, Tensor]:
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            g, present = z["g"], z["present"]
+    except Exception as exc:  # noqa: BLE001
+        raise DataCorruptionError(f"corrupt SPEAR return message: {exc}") from None
+    if g.ndim != 2 or present.shape != (g.shape[0],):
+        raise DataCorruptionError("malformed SPEAR return message")
+    return torch.from_numpy(g.copy()), torch.from_numpy(present.copy())
+
+
+def confusion(y: Tensor, pred: Tensor, num_classes: int) -> list[int]:
+    """Flattened C × C confusion counts (row = label, column = prediction)."""
+    idx = y.long().cpu() * num_classes + pred.long().cpu()
+    return torch.bincount(idx, minlength=num_classes * num_classes).tolist()
+
+
+def pairs(conf: Any, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, predictions) with the confusion counts (order-free metrics only)."""
+    counts = np.asarray(conf, dtype=np.int64).reshape(num_classes, num_classes)
+    cells = np.repeat(np.arange(num_classes * num_classes), counts.reshape(-1))
+    return cells // num_classes, cells % num_classes
+
+
+def check_report(report, num_classes: int, who: str, has_local: bool = True) -> dict[str, Any]:
+    """A client's report as a dict, validated (keys, confusion sizes, counts)."""
+    if report is None:
+        raise DataCorruptionError(f"{who} sent no {REPORT!r} record")
+    out = dict(report)
+    keys = REPORT_KEYS if has_local else REPORT_KEYS[:3]
+    missing = [k for k in keys if k not in out]
+    if missing:
+        raise DataCorruptionError(f"{who}'s report lacks {missing}")
+    if not isinstance(out["n_test"], int) or out["n_test"] < 0:
+        raise DataCorruptionError(f"{who}'s n_test is not a count: {out['n_test']!r}")
+    for key in keys[2:]:
+        conf = out[key]
+        if (not isinstance(conf, list) or len(conf) != num_classes ** 2
+                or any(not isinstance(v, int) or v < 0 for v in conf) or sum(conf) != out["n_test"]):
+            raise DataCorruptionError(f"{who}'s {key} is not a {num_classes}x{num_classes} count matrix "
+                                      f"summing to n_test")
+    return out

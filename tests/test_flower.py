@@ -1,0 +1,313 @@
+"""PACE and SPEAR as Flower apps: identical numbers to the in-process protocol, bytes on the
+messages, dropouts, malformed messages, and a server process that never holds client data."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+import torch
+
+flwr = pytest.importorskip("flwr")
+
+from pace_nb.core.config import PAPER_SEEDS  # noqa: E402
+from pace_nb.core.errors import DataCorruptionError  # noqa: E402
+from pace_nb.data.federation import build_federated  # noqa: E402
+from pace_nb.flower import wire  # noqa: E402
+from pace_nb.flower.client import make_client_app  # noqa: E402
+from pace_nb.flower.inprocess import run_inprocess, ship  # noqa: E402
+from pace_nb.flower.partitions import client_file, export_partitions, load_partition  # noqa: E402
+from pace_nb.flower.settings import FlowerSettings  # noqa: E402
+from pace_nb.methods.pace import lowrank  # noqa: E402
+from pace_nb.methods.pace import protocol as pace  # noqa: E402
+from pace_nb.methods.protocol import run_protocol  # noqa: E402
+from pace_nb.methods.spear import core as spear  # noqa: E402
+from pace_nb.nn.training import train_local  # noqa: E402
+
+K, SEED = 3, PAPER_SEEDS[0]
+SAME = ["dataset", "partition", "num_clients", "seed", "method", "variant", "rank", "receiver", "acc", "f1_weighted",
+        "f1_macro", "alpha", "acc_local", "acc_external", "bytes_up", "bytes_down", "upload_ratio", "return_ratio",
+        "n_test"]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def fg():
+    return build_federated("demo", num_clients=K)
+
+
+@pytest.fixture(scope="module")
+def parts(fg, tmp_path_factory):
+    return str(export_partitions(fg, tmp_path_factory.mktemp("parts")))
+
+
+@pytest.fixture(scope="module")
+def local(fg):
+    return train_local(fg, (SEED,), progress=False)
+
+
+@pytest.fixture(scope="module")
+def reference(fg, local):
+    return run_protocol(fg, seeds=(SEED,), methods=("pace",), local=local, progress=False)
+
+
+class Tap:
+    """Records the payload bytes of every message, by direction and partition."""
+
+    def __init__(self):
+        self.up, self.down, self.replies = {}, {}, []
+
+    def __call__(self, direction, message):
+        if direction == "up":
+            self.replies.append(message)
+        if message.has_content() and wire.PAYLOAD in message.content:
+            node = message.metadata.src_node_id if direction == "up" else message.metadata.dst_node_id
+            (self.up if direction == "up" else self.down)[int(node) - 1] = wire.blob(message.content[wire.PAYLOAD])
+
+
+@pytest.fixture(scope="module")
+def pace_run(parts):
+    tap = Tap()
+    out = run_inprocess(make_client_app(parts), FlowerSettings(num_clients=K), tap=tap)
+    return out, tap
+
+
+def _rows(frame):
+    return frame[SAME].sort_values("receiver").reset_index(drop=True)
+
+
+def test_partition_file_holds_exactly_its_client(fg, parts):
+    for c in fg.clients:
+        got, meta = load_partition(parts, c.index)
+        for name in ("global_ids", "edge_index", "x", "y", "train_mask", "val_mask", "test_mask"):
+            a, b = getattr(got, name), getattr(c, name)
+            assert a.dtype == b.dtype and torch.equal(a, b), name
+        assert meta["num_classes"] == fg.num_classes and meta["num_clients"] == K
+    path = client_file(parts, 0)
+    data = path.read_bytes()
+    try:
+        path.write_bytes(data[:-9] + bytes(9))
+        with pytest.raises(DataCorruptionError, match="checksum"):
+            load_partition(parts, 0)
+    finally:
+        path.write_bytes(data)
+
+
+def test_pace_rows_identical_to_run_protocol(pace_run, reference):
+    out, _ = pace_run
+    pd.testing.assert_frame_equal(_rows(out.rows), _rows(reference), check_exact=True, check_dtype=False)
+    assert out.dropped == [] and json.loads(out.rows.params.iloc[0])["flower"]["participants"] == [0, 1, 2]
+
+
+def test_interior_alpha_identical_to_run_protocol(fg, parts):
+    """A setting where CNLL bisects (α strictly inside (0, 1)): α bit for bit, other hyperparameters travel."""
+    from pace_nb.nn.training import TrainConfig
+
+    settings = FlowerSettings(num_clients=K, seed=PAPER_SEEDS[1], epochs=20, rank=4)
+    ref = run_protocol(fg, seeds=(settings.seed,), methods=("pace",), train_config=TrainConfig(epochs=20),
+                       method_params={"pace": {"ranks": (4,)}}, progress=False)
+    out = run_inprocess(make_client_app(parts), settings)
+    assert ((ref.alpha > 0) & (ref.alpha < 1)).any()
+    pd.testing.assert_frame_equal(_rows(out.rows), _rows(ref), check_exact=True, check_dtype=False)
+
+
+def test_bytes_on_the_messages_are_the_protocol_bytes(pace_run, fg, local, reference):
+    out, tap = pace_run
+    w0 = local.init[0]
+    ups = [pace.upload(local.model(0, k), w0, c) for k, c in enumerate(fg.clients)]
+    downs = pace.server(ups)
+    dense = lowrank.dense_model_bytes(w0)
+    ref = reference.set_index("receiver")
+    for k in range(K):
+        assert tap.up[k] == ups[k] and tap.down[k] == downs[k]  # the very bytes, not only their length
+        assert len(tap.up[k]) == ref.loc[k, "bytes_up"] and len(tap.down[k]) == ref.loc[k, "bytes_down"]
+        assert ref.loc[k, "upload_ratio"] == 100.0 * len(tap.up[k]) / dense
+        assert ref.loc[k, "return_ratio"] == 100.0 * len(tap.down[k]) / dense
+    assert (out.wire.message_up > out.wire.payload_up).all()  # Flower framing on top of the payload
+    assert list(out.wire.payload_up) == [len(u) for u in ups]
+
+
+def test_spear_global_prototypes_and_accuracy(fg, parts):
+    tap = Tap()
+    cfg = spear.SpearConfig()
+    out = run_inprocess(make_client_app(parts), FlowerSettings(num_clients=K, method="spear"), tap=tap)
+    P, N = spear.client_prototypes(fg, cfg.T, cfg.a)
+    g, present = spear.global_prototypes(P, N, cfg.gamma)
+    got_g, got_present = wire.parse_spear_return(tap.down[0])
+    assert torch.equal(got_g, g) and torch.equal(got_present, present)
+    for k, c in enumerate(fg.clients):
+        assert tap.up[k] == (spear.serialize_upload(P[k], N[k]) if bool((N[k] > 0).any()) else b"")
+        pred = spear.predict(spear.ppr_propagate(c.x, c.edge_index, cfg.T, cfg.a), g, present)[c.test_mask]
+        row = out.rows[out.rows.receiver == k].iloc[0]
+        assert row.acc == 100.0 * (int((pred == c.y[c.test_mask]).sum()) / int(c.test_mask.sum()))
+        assert row.bytes_up == len(tap.up[k])
+    pooled = out.rows[out.rows.receiver == -1].iloc[0]
+    assert pooled.bytes_up == sum(spear.upload_bytes(P, N))
+    assert pooled.n_test == sum(int(c.test_mask.sum()) for c in fg.clients)
+
+
+def test_dropout_before_upload_proceeds_with_the_rest(fg, parts, local):
+    tap = Tap()
+    out = run_inprocess(make_client_app(parts, fail_partitions=(1,)), FlowerSettings(num_clients=K), tap=tap)
+    assert set(out.rows.receiver) == {0, 2, -1}
+    assert len(out.dropped) == 1 and "dropped out" in out.dropped[0]["reason"]
+    flower = json.loads(out.rows.params.iloc[0])["flower"]
+    assert flower["participants"] == [0, 2] and len(flower["dropped"]) == 1
+    # the server ran RegMean over the two uploads it got
+    ups = [pace.upload(local.model(0, k), local.init[0], fg.clients[k]) for k in (0, 2)]
+    assert [tap.down[0], tap.down[2]] == pace.server(ups)
+    silent = run_inprocess(make_client_app(parts), FlowerSettings(num_clients=K, timeout=1.0), silent=(0,))
+    assert set(silent.rows.receiver) == {1, 2, -1} and "no reply" in silent.dropped[0]["reason"]
+
+
+def _corrupting_app(parts, mutate):
+    """The real ClientApp whose partition-0 upload reply is altered by ``mutate(content)``."""
+    real = make_client_app(parts)
+
+    def app(message, context):
+        reply = real(message, context)
+        if int(context.node_config["partition-id"]) == 0 and message.metadata.message_type == "train.pace_upload":
+            mutate(reply.content)
+        return reply
+    return app
+
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda c: c.__setitem__(wire.PAYLOAD, flwr.app.ConfigRecord({wire.BLOB: b"not a PACE message"})), "bad magic"),
+    (lambda c: c.__setitem__(wire.PAYLOAD, flwr.app.ConfigRecord({wire.BLOB: wire.blob(c[wire.PAYLOAD])[:-4]})),
+     "truncated"),
+    (lambda c: c.__setitem__(wire.PAYLOAD, flwr.app.ConfigRecord({"other": 1})), "no byte payload"),
+])
+def test_malformed_upload_is_a_clear_error_and_nothing_is_stored(parts, tmp_path, mutate, match):
+    out = tmp_path / "outcome.json"
+    with pytest.raises(DataCorruptionError, match=match):
+        run_inprocess(_corrupting_app(parts, mutate), FlowerSettings(num_clients=K),
+                      run_config={"num-clients": K, "out": str(out)})
+    assert not out.exists()
+
+
+def test_malformed_report_is_a_clear_error(parts):
+    real = make_client_app(parts)
+
+    def app(message, context):
+        reply = real(message, context)
+        if message.metadata.message_type == "evaluate.pace_receive":
+            reply.content[wire.REPORT]["confusion_final"] = [1, 2, 3]
+        return reply
+    with pytest.raises(DataCorruptionError, match="confusion_final"):
+        run_inprocess(app, FlowerSettings(num_clients=K))
+
+
+_SERVER_ONLY = textwrap.dedent("""
+    import base64, gc, json, sys
+    import pace_nb.data.datasets as ds
+    def _no_data(*a, **k):
+        raise AssertionError("the server tried to load a dataset")
+    ds.load_dataset = _no_data
+    from flwr.app import Message
+    from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents
+    from pace_nb.flower.inprocess import ship
+    from pace_nb.flower.server import run_round
+    from pace_nb.flower.settings import FlowerSettings
+    rec = json.load(open(sys.argv[1]))
+    replies = {}
+    for r in rec["replies"]:
+        contents = {k: base64.b64decode(v) for k, v in r["contents"].items()}
+        replies[(r["type"], r["node"])] = inflate_object_from_contents(r["id"], contents).content
+
+    class ReplayGrid:
+        def get_node_ids(self):
+            return sorted({n for _, n in replies})
+        def send_and_receive(self, messages, *, timeout=None):
+            out = []
+            for m in messages:
+                m.metadata.__dict__["_message_id"] = m.object_id
+                m = ship(m)
+                out.append(ship(Message(replies[(m.metadata.message_type, m.metadata.dst_node_id)], reply_to=m)))
+            return out
+
+    from flwr.supercore.task_identity import TaskIdentity
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+    outcome = run_round(ReplayGrid(), FlowerSettings(num_clients=len(rec["nodes"])))
+    gc.collect()
+    import torch
+    from pace_nb.data.federation import ClientGraph, FederatedGraph
+    held = [type(o).__name__ for o in gc.get_objects() if isinstance(o, (ClientGraph, FederatedGraph))]
+    held += [type(o).__name__ for o in gc.get_objects() if type(o).__name__ == "Data"]
+    shapes = {tuple(s) for s in rec["private_shapes"]}
+    private = [tuple(t.shape) for t in gc.get_objects() if isinstance(t, torch.Tensor) and tuple(t.shape) in shapes]
+    print(json.dumps({"rows": outcome.rows.to_dict("records"), "held": held, "private": private,
+                      "modules": [m for m in ("pace_nb.flower.partitions", "pace_nb.flower.client") if m in sys.modules]}))
+""")
+
+
+def test_server_process_holds_no_client_data(fg, pace_run, tmp_path):
+    """The server side alone, in a fresh process without any data root, replaying the clients'
+    recorded replies: same rows; no graph, partition, features, labels or edges in its heap."""
+    out, tap = pace_run
+    from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+
+    rec = {"nodes": sorted({int(m.metadata.src_node_id) for m in tap.replies}), "replies": [
+        {"type": m.metadata.message_type, "node": int(m.metadata.src_node_id), "id": m.object_id,
+         "contents": {k: base64.b64encode(o.deflate()).decode() for k, o in get_all_nested_objects(m).items()}}
+        for m in tap.replies],
+        "private_shapes": sorted({tuple(getattr(c, n).shape) for c in fg.clients
+                                  for n in ("x", "y", "edge_index", "train_mask")})}
+    path = tmp_path / "replies.json"
+    path.write_text(json.dumps(rec))
+    empty = tmp_path / "no_data"
+    empty.mkdir()
+    env = {**os.environ, "PACE_NB_DATA": str(empty), "PACE_NB_CACHE": str(tmp_path / "cache"),
+           "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-c", _SERVER_ONLY, str(path)], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["held"] == [] and got["private"] == [] and got["modules"] == []
+    assert not any(empty.iterdir()) and not (tmp_path / "cache").exists()
+    pd.testing.assert_frame_equal(_rows(pd.DataFrame(got["rows"])), _rows(out.rows), check_exact=True)
+
+
+def test_simulation_engine_end_to_end(fg, reference):
+    """One true run on Flower's simulation engine (Ray): the same rows as ``run_protocol``."""
+    pytest.importorskip("ray")
+    from pace_nb.flower.simulate import simulate
+
+    out = simulate(fg, FlowerSettings(num_clients=K), num_cpus=1)  # one Ray worker: one start-up
+    pd.testing.assert_frame_equal(_rows(out.rows), _rows(reference), check_exact=True, check_dtype=False)
+    assert out.timings["startup"] >= 0 and out.timings["runtime"] == "simulation"
+
+
+def test_cli_simulate_inprocess_and_bad_input(tmp_path, capsys):
+    from pace_nb.cli import main
+
+    out = tmp_path / "flower.json"
+    assert main(["flower", "simulate", "--engine", "inprocess", "--clients", str(K), "--epochs", "5",
+                 "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert {r["receiver"] for r in doc["rows"]} == {0, 1, 2, -1} and len(doc["wire"]) == K
+    assert main(["flower", "simulate", "--engine", "inprocess", "--clients", str(K), "--rank", "-1"]) == 2
+    assert "pace-nb: error:" in capsys.readouterr().err
+
+
+def test_deployment_app_project_names_importable_components(tmp_path):
+    import importlib
+    import tomllib
+
+    from pace_nb.flower.deploy import write_app
+
+    settings = FlowerSettings(num_clients=K, rank=4)
+    app = write_app(tmp_path / "app", settings, tmp_path / "outcome.json")
+    conf = tomllib.loads((app / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
+    for ref in conf["components"].values():
+        module, attr = ref.split(":")
+        assert getattr(importlib.import_module(module), attr) is not None
+    run_config = dict(conf["config"])
+    assert run_config.pop("out") == str(tmp_path / "outcome.json")
+    assert FlowerSettings.from_mapping(run_config) == settings

@@ -1,0 +1,117 @@
+"""Explorers display once: one static figure headless, one live view (controls + figure)
+interactive, nothing returned for Jupyter to render again; the live views redraw the figure
+that the plain ``*_view_figure`` functions draw for the controls' values."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import ipywidgets as w  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from fake_results import make_rows  # noqa: E402
+from pace_nb.viz import frames as views  # noqa: E402
+from pace_nb.viz import widgets  # noqa: E402
+from test_plots import _fg, _local, _logits  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    plt.close("all")
+    yield
+    plt.close("all")
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    """Everything the explorers hand to IPython's display, in order."""
+    out = []
+    monkeypatch.setattr(widgets, "_display", out.append)
+    return out
+
+
+def _rank_rows():
+    rows = make_rows("Cora", methods={("local", "native", 0): 0.0, **{("pace", "full", r): float(r) for r in (2, 6, 0)}})
+    return rows.assign(bytes_up=1000.0 * (rows["rank"] + 1), bytes_down=800.0)
+
+
+def _explorers():
+    lg = _logits()
+    fg = _fg()
+    parts, curves = views.partition_frame(fg), views.curves_frame(_local(fg))
+    return {"alpha": lambda **kw: widgets.alpha_explorer(lg, views.alpha_paths(lg, 11), **kw),
+            "rank": lambda **kw: widgets.rank_explorer(_rank_rows(), **kw),
+            "client": lambda **kw: widgets.client_explorer(parts, curves, None, **kw)}
+
+
+def _png(fig) -> bytes:
+    return widgets.figure_png(fig)
+
+
+@pytest.mark.parametrize("name", ["alpha", "rank", "client"])
+@pytest.mark.parametrize("interactive", [False, True])
+def test_headless_explorer_shows_exactly_one_static_figure(name, interactive, shown, capsys):
+    """No live kernel here: with or without ``interactive``, one figure (rank: plus its
+    table), closed afterwards so the inline backend cannot show it again; returns None."""
+    assert _explorers()[name](interactive=interactive) is None
+    figures = [o for o in shown if isinstance(o, plt.Figure)]
+    assert len(figures) == 1 and not plt.get_fignums()
+    assert [type(o) for o in shown] == [plt.Figure] + ([pd.DataFrame] if name == "rank" else [])
+    assert ("static figure only" in capsys.readouterr().out) == interactive
+
+
+@pytest.mark.parametrize("name", ["alpha", "rank", "client"])
+def test_interactive_explorer_shows_exactly_one_live_view(name, shown, monkeypatch):
+    """In a live kernel: one display, the widget box holding the figure image; no static
+    figure beside it, no figure left open, and no return value (no second live copy)."""
+    monkeypatch.setattr(widgets, "widgets_available", lambda: True)
+    assert _explorers()[name](interactive=True) is None
+    assert len(shown) == 1 and isinstance(shown[0], w.VBox)
+    images = [c for c in shown[0].children if isinstance(c, w.Image)]
+    assert len(images) == 1 and bytes(images[0].value).startswith(b"\x89PNG")
+    assert not plt.get_fignums()
+
+
+def test_alpha_widget_redraws_the_figure_of_the_controls():
+    lg = _logits()
+    paths = views.alpha_paths(lg, 11)
+    box = widgets.alpha_widget(lg, paths, receiver=0)
+    (pick, slide), image = box.children[0].children, box.children[1]
+    assert (pick.value, slide.value) == (0, 0.25)  # receiver 0 starts at its α*
+    assert image.value == _png(widgets.alpha_view_figure(lg, paths, 0, 0.25))
+    before = image.value
+    slide.value = 0.6
+    assert image.value != before and image.value == _png(widgets.alpha_view_figure(lg, paths, 0, 0.6))
+    pick.value = 1  # a new receiver jumps to its α* (1.0) and redraws once
+    assert slide.value == 1.0 and image.value == _png(widgets.alpha_view_figure(lg, paths, 1, 1.0))
+    slide.value, pick.value = 0.25, 0  # α already at receiver 0's α*: still redrawn for receiver 0
+    assert image.value == _png(widgets.alpha_view_figure(lg, paths, 0, 0.25))
+    assert not plt.get_fignums()
+
+
+def test_rank_widget_redraws_figure_and_table():
+    rows = _rank_rows()
+    box = widgets.rank_widget(rows, rank=6)
+    slide, image, table = box.children[0].children[0], box.children[1], box.children[2]
+    assert [v for _, v in slide.options] == [2, 6, 0] and slide.value == 6  # dense last
+    assert image.value == _png(widgets.rank_view_figure(rows, 6))
+    slide.value = 0
+    assert image.value == _png(widgets.rank_view_figure(rows, 0))
+    tab = widgets.rank_table(rows)
+    assert table.value == tab[tab["rank"] == 0].round(3).to_html(index=False, border=0)
+    assert widgets.rank_widget(rows, rank=4).children[0].children[0].value == 2  # not run: first rank
+
+
+def test_client_widget_redraws_the_chosen_client():
+    fg = _fg()
+    parts, curves = views.partition_frame(fg), views.curves_frame(_local(fg))
+    box = widgets.client_widget(parts, curves, None, client=0)
+    pick, image = box.children[0].children[0], box.children[1]
+    assert list(pick.options) == [0, 1, 2]
+    before = image.value
+    pick.value = 2
+    assert image.value != before and image.value == _png(widgets.client_view_figure(parts, curves, None, 2))
+    assert len(box.children) == 2  # no table row for clients
