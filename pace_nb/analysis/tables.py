@@ -22,6 +22,7 @@ from pace_nb.core.errors import unknown
 from pace_nb.core.registry import Registry
 from pace_nb.core.schema import METHOD_LABELS, PACE_VARIANT_LABELS, SETTING, SPEAR_VARIANT_LABELS
 from pace_nb.core.io import atomic_write_csv, atomic_write_text
+from pace_nb.analysis import spear_comparison as sc
 from pace_nb.analysis.gap_notes import PACE_BASELINE_NOTES, SPEAR_EFFICIENCY_NOTES, SPEAR_ROBUSTNESS_NOTES
 from pace_nb.analysis.paper_values import paper_values
 from pace_nb.analysis.summary import summarize
@@ -32,7 +33,8 @@ SPEAR_VARIANTS = SPEAR_VARIANT_LABELS
 METRICS = {"acc": "Acc", "f1_weighted": "W-F1", "f1_macro": "Macro-F1", "alpha_mean": "Mean α",
            "alpha_zero_pct": "α=0 (%)", "upload_pct": "Upload (%)", "return_pct": "Downlink (%)",
            "delta_acc": "ΔAcc (points)", "max_drop_pts": "max drop (points)", "comm_kb": "comm (KB)",
-           "comm_mb": "comm (MB)", "seconds": "time (s)", "speedup_vs_fedavg": "speed-up vs FedAvg"}
+           "comm_mb": "comm (MB)", "seconds": "time (s)", "speedup_vs_fedavg": "speed-up vs FedAvg",
+           "kib_client": "upload/client (KB)", "mib_total": "total comm (MB)"}
 NOT_RUN = "not run"
 _SUMMARY = {"acc": ("acc_mean", "acc_std"), "f1_weighted": ("f1w_mean", "f1w_std"),
             "f1_macro": ("f1m_mean", "f1m_std"), "alpha_mean": ("alpha_mean", None),
@@ -195,6 +197,12 @@ for _tid, _t in sorted(_BUILTIN.items(), key=lambda kv: (kv[1].paper != "pace", 
     register_table(_tid, _t)
 
 
+register_table("spear-1", TableDef("spear", "main", "SPEAR Tab. 1: accuracy (%), Dirichlet β = 0.05, K = 10, "
+                                   "global model on the complete graph", sc.label, lambda e: e.dataset))
+register_table("spear-3", TableDef("spear", "cost", "SPEAR Tab. 3: wall time, upload per client (KiB) and total "
+                                   "communication (MiB)", sc.label, lambda e: f"{e.dataset} {_m(e)}"))
+
+
 # -- SPEAR: the paper text quotes only a few numbers, so ours adds the rows it has -------------
 def _spear_entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -> pd.DataFrame:
     base = dict(paper="spear", table=table, partition="dirichlet", beta=0.05, num_clients=10, rank=0,
@@ -284,7 +292,10 @@ def comparison(table_id: str, rows: pd.DataFrame | None) -> pd.DataFrame:
     """Ours beside the paper's for one table (long form; also the table's CSV)."""
     t = TABLES[table_id]
     paper = paper_values(t.paper, table=t.table)
-    if t.paper == "spear":
+    if t.paper == "spear" and t.table in ("main", "cost"):  # SPEAR Tab. 1/3: analysis.spear_comparison
+        paper = sc.entries(t.table, paper, rows)
+        got = [sc.ours(e, rows) for _, e in paper.iterrows()]
+    elif t.paper == "spear":
         paper = _spear_entries(t.table, paper, rows)
         scope = "global" if table_id.endswith("-global") else "clients"
         got = [_spear_ours(e, rows, scope) for _, e in paper.iterrows()]
@@ -409,3 +420,4 @@ def write_tables(rows: pd.DataFrame | None, out_dir: str | Path, tables: str | I
         index.append(f"* [{TABLES[tid].title}](table_{tid}.md): {ran}/{len(comp)} values run")
     written.append(atomic_write_text(out_dir / "index.md", "\n".join(index) + "\n"))
     return written
+

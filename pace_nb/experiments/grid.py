@@ -37,6 +37,8 @@ EXPERIMENT_KEYS = {"name", "datasets", "partitions", "beta", "clients", "seeds",
 #: [[spear]] keys: the grid's own plus every SpearConfig field (T, a, gamma).
 SPEAR_KEYS = {"name", "datasets", "beta", "clients", "seeds", "seed_batch", "variants",
               "robustness", "rho", "eta", "scope", "efficiency", "rounds"} | config_keys(SpearConfig)
+#: [[spear]] keys of SPEAR's comparison (Tab. 1/3): methods beside SPEAR, run seed, their parameters.
+SPEAR_KEYS |= {"methods", "run_seed", "local_epochs", "method_params", "train"}
 
 
 @dataclass(frozen=True)
@@ -256,7 +258,8 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
         variants = [_name(cfg, "SPEAR variant", v, SPEAR_VARIANTS, "variants") for v in _as_list(sp.get("variants", list(SPEAR_VARIANTS)))]
         seeds = _seeds(cfg, "seeds", sp.get("seeds", [2024, 2025, 2026]))
         batch = _ints(cfg, "seed_batch", sp.get("seed_batch", len(seeds)), 1)[0]
-        opts = {k: sp[k] for k in sorted(config_keys(SpearConfig) | {"robustness", "rho", "eta", "scope", "efficiency", "rounds"})
+        opts = {k: sp[k] for k in sorted(config_keys(SpearConfig) | {"robustness", "rho", "eta", "scope", "efficiency", "rounds",
+                                                                      "run_seed", "local_epochs", "method_params", "train"})
                 if k in sp}
         if opts.get("robustness"):  # the perturbation scope is part of the cell (DESIGN §12)
             opts["scope"] = _name(cfg, "perturbation scope", opts.get("scope", "clients"), ("clients", "global"), "scope")
@@ -264,11 +267,20 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
             SpearConfig(**{k: opts[k] for k in config_keys(SpearConfig) if k in opts})
         except ConfigError as exc:
             raise cfg.error(str(exc), "spear") from None
+        compared = [str(m).lower() for m in _as_list(sp.get("methods", ["spear"]))]
+        for m in compared:
+            if m != "spear":
+                _name(cfg, "method", m, known_methods, "methods")
+        if "train" in opts:
+            try:
+                config_from_mapping(TrainConfig, opts["train"], "[spear.train]")
+            except ConfigError as exc:
+                raise cfg.error(str(exc), "train") from None
         for d in datasets:
             for b in _as_list(sp.get("beta", 0.05)):
                 for k in _ints(cfg, "clients", sp.get("clients", 10), 2):
                     for sb in _batches(seeds, batch):
-                        cells.append(Cell("spear", d, "dirichlet", k, float(b), sb[0], sb, ("spear",), tuple(variants),
+                        cells.append(Cell("spear", d, "dirichlet", k, float(b), sb[0], sb, tuple(compared), tuple(variants),
                                           (0,), json.dumps(opts, sort_keys=True)))
     keys = [c.key for c in cells]
     if len(set(keys)) != len(keys):  # repeated entries are run once
@@ -286,6 +298,16 @@ def _run_spear_cell(cell: Cell, data_root=None) -> pd.DataFrame:
     frames = []
     for seed in cell.seeds:
         fg = sa.federation(cell.dataset, beta=cell.beta, num_clients=cell.num_clients, seed=seed, data_root=data_root)
+        if cell.methods != ("spear",):  # SPEAR's comparison (Tab. 1/3): every method on the complete graph
+            from pace_nb.core.config import PAPER_SEEDS
+            from pace_nb.methods.oneshot.compare import run_comparison
+
+            frames.append(run_comparison(fg, cell.methods, rounds=int(opts.get("rounds", 100)),
+                                         local_epochs=opts.get("local_epochs"),
+                                         run_seed=int(opts.get("run_seed", PAPER_SEEDS[0])),
+                                         config=TrainConfig(**opts.get("train", {})), spear_config=config,
+                                         method_params=opts.get("method_params")))
+            continue
         frames.append(sa.ablation(fg, config, cell.variants))
         if opts.get("robustness"):
             rob = sa.robustness(fg, config, rho=opts.get("rho", 0.5), eta=opts.get("eta", 0.5),

@@ -39,6 +39,12 @@ def register(sub) -> None:
     p.add_argument("--gamma", type=float, default=0.1, help="shrinkage variance ratio gamma (default 0.1)")
     p.add_argument("--ablation", action=argparse.BooleanOptionalAction, default=True,
                    help="also run w/o shrinkage, w/o PPR, w/o both (default on)")
+    p.add_argument("--methods", default=None,
+                   help="comma-separated methods for SPEAR's comparison (Tab. 1/3), e.g. spear,fedavg,dense,fedcvae,"
+                        "fedsd2c,ghost,oasis; 'all' = SPEAR + its 13 baselines (default: SPEAR's ablation only)")
+    p.add_argument("--rounds", type=int, default=100, help="rounds of the multi-round baselines (default 100)")
+    p.add_argument("--run-seed", type=int, default=None,
+                   help="run seed of trained methods: initialization, dropout, sampling (default: first paper seed)")
     p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA, else ./data)")
     p.add_argument("--json", default=None, metavar="FILE", help="write summary + per-seed rows as JSON")
     p.set_defaults(func=run)
@@ -58,7 +64,52 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return frame.astype(object).where(pd.notna(frame), None).to_dict("records")
 
 
+def comparison_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per method (table order kept): acc mean ± population std over data seeds, mean upload per
+    client (KiB), mean total communication (MiB, upload + return), mean wall time (s)."""
+    per_client = rows["bytes_up"] / rows["num_clients"]
+    frame = rows.assign(kib_client=per_client / 1024, mib_total=(rows["bytes_up"] + rows["bytes_down"]) / 2**20)
+    g = frame.groupby("method", sort=False)
+    return pd.DataFrame({"acc_mean": g["acc"].mean(), "acc_std": g["acc"].std(ddof=0), "kib_client": g["kib_client"].mean(),
+                         "mib_total": g["mib_total"].mean(), "seconds": g["seconds"].mean(),
+                         "n_seeds": g.size()}).reset_index()
+
+
+def _run_comparison(args) -> int:
+    from pace_nb.core.config import PAPER_SEEDS
+    from pace_nb.core.io import atomic_write_json
+    from pace_nb.methods.oneshot.compare import SPEAR_COMPARISON, run_comparison
+    from pace_nb.methods.spear import analysis as sa
+    from pace_nb.methods.spear.core import SpearConfig
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = list(SPEAR_COMPARISON) if methods == ["all"] else methods
+    if args.rounds < 1:
+        raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
+    run_seed = PAPER_SEEDS[0] if args.run_seed is None else args.run_seed
+    config = SpearConfig(T=args.T, a=args.a, gamma=args.gamma)
+    frames = []
+    for seed in _seeds(args.seeds):
+        fg = sa.federation(args.dataset, beta=args.beta, num_clients=args.clients, seed=seed, data_root=args.data_root)
+        frames.append(run_comparison(fg, methods, rounds=args.rounds, run_seed=run_seed, spear_config=config))
+    rows = pd.concat(frames, ignore_index=True)
+    summary = comparison_summary(rows)
+    print(f"SPEAR comparison on {rows['dataset'].iloc[0]}: Dirichlet beta={args.beta}, K={args.clients}, "
+          f"rounds={args.rounds} (multi-round), run seed {run_seed}; data seeds {', '.join(map(str, _seeds(args.seeds)))}")
+    table = summary.assign(acc=[f"{m:6.2f} ± {s:5.2f}" for m, s in zip(summary.acc_mean, summary.acc_std)])
+    print(table[["method", "acc", "kib_client", "mib_total", "seconds", "n_seeds"]].to_string(
+        index=False, float_format=lambda v: f"{v:.2f}"))
+    if args.json:
+        atomic_write_json(args.json, {"config": {**vars(config), "dataset": args.dataset, "beta": args.beta,
+                                                 "clients": args.clients, "seeds": _seeds(args.seeds),
+                                                 "methods": methods, "rounds": args.rounds, "run_seed": run_seed},
+                                      "summary": _records(summary), "rows": _records(rows)})
+    return 0
+
+
 def run(args) -> int:
+    if args.methods:
+        return _run_comparison(args)
     from pace_nb.methods.spear import analysis as sa
     from pace_nb.core.io import atomic_write_json
     from pace_nb.methods.spear.core import SpearConfig

@@ -1,0 +1,341 @@
+"""ONE one-shot mechanism for SPEAR's five one-shot FGL baselines (DENSE, FedCVAE, FedSD2C,
+GHOST, OASIS), in the style of :mod:`pace_nb.methods.baselines.base`.
+
+A method is a :class:`OneShotMethod` with three hooks; the shared driver :func:`run_oneshot`
+runs, for every run seed:
+
+1. **client phase** — :meth:`OneShotMethod.client_message`: client k builds its upload from its
+   own subgraph (a trained generator / decoder, a condensed graph, a codebook, label counts …)
+   as a dict of float32 tensors. It is serialized with PACE's wire format
+   (:func:`pace_nb.methods.pace.lowrank.serialize`: magic + length + JSON header + float32
+   arrays); ``bytes_up[k] = len(message)``. A client without training nodes sends nothing;
+2. **server phase** — the server parses the bytes only (:func:`~pace_nb.methods.pace.lowrank.deserialize`),
+   :meth:`OneShotMethod.synthesize` turns the messages into a synthetic graph and
+   :meth:`OneShotMethod.server_train` trains the global 2-layer GCN (default: cross-entropy on
+   the synthetic graph, :func:`fit_gcn`);
+3. **evaluation** — SPEAR's protocol: the server's global model on the complete graph, accuracy
+   over the union of the clients' test masks (:func:`complete_graph_scores`).
+
+Wall time of each phase is recorded (``client_seconds`` = sum over clients, ``server_seconds``);
+nothing is sent back (the global model is evaluated at the server), so ``bytes_down = 0``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
+from pace_nb.core.errors import ConfigError
+from pace_nb.core.validation import check_param, check_seeds
+from pace_nb.data.federation import ClientGraph, FederatedGraph
+from pace_nb.methods import metrics
+from pace_nb.methods.evaluation import federation_fields, make_row
+from pace_nb.methods.pace.lowrank import dense_carriers, deserialize, reconstruct, serialize
+from pace_nb.methods.registry import register_method
+from pace_nb.nn.gcn import Params, gcn_forward, init_params, num_params_bytes, propagation_matrix
+from pace_nb.nn.training import TrainConfig
+
+Message = dict[str, Tensor]
+
+
+# ----------------------------------------------------------------------------- pure helpers
+@dataclass
+class SyntheticGraph:
+    """Server-side training graph: features ``x [n, F]``, labels ``y [n]``, ``edge_index [2, e]``."""
+
+    x: Tensor
+    y: Tensor
+    edge_index: Tensor
+
+    def __post_init__(self):
+        if self.x.dim() != 2 or self.y.shape != (self.x.shape[0],):
+            raise ConfigError(f"synthetic graph: x [n, F] and y [n] needed, got {tuple(self.x.shape)}, {tuple(self.y.shape)}")
+
+
+def knn_graph(x: Tensor, k: int, groups: Tensor | None = None) -> Tensor:
+    """Symmetric cosine kNN graph [2, e] (no self loops); with ``groups`` only within a group."""
+    n = x.shape[0]
+    if n < 2 or k < 1:
+        return torch.empty(2, 0, dtype=torch.long)
+    z = F.normalize(x.float(), dim=1)
+    sim = z @ z.T
+    sim.fill_diagonal_(float("-inf"))
+    if groups is not None:
+        sim = sim.masked_fill(groups.view(-1, 1) != groups.view(1, -1), float("-inf"))
+    kk = min(int(k), n - 1)
+    val, idx = sim.topk(kk, dim=1)
+    src = torch.arange(n).repeat_interleave(kk)
+    keep = torch.isfinite(val.reshape(-1))
+    ei = torch.stack([src[keep], idx.reshape(-1)[keep]])
+    ei = torch.cat([ei, ei.flip(0)], dim=1)
+    flat = torch.unique(ei[0] * n + ei[1])  # sorted, duplicates merged
+    return torch.stack([flat // n, flat % n])
+
+
+def propagate_features(x: Tensor, edge_index: Tensor, steps: int = 2) -> Tensor:
+    """``P^steps X`` with the GCN propagation ``P = D^-1/2 (A + I) D^-1/2`` (SGC features)."""
+    P = propagation_matrix(edge_index, x.shape[0])
+    out = x.float()
+    for _ in range(int(steps)):
+        out = torch.sparse.mm(P, out)
+    return out
+
+
+def label_counts(client: ClientGraph, num_classes: int) -> Tensor:
+    """Training-label counts ``n_{k,c}`` [C] (float32, for the wire)."""
+    return torch.bincount(client.y[client.train_mask].long(), minlength=num_classes).float()
+
+
+def allocate(counts: Tensor, total: int) -> Tensor:
+    """Integer split of ``total`` proportional to ``counts`` (largest remainders; ≥ 1 per nonzero count)."""
+    counts = counts.double().clamp_min(0)
+    if float(counts.sum()) <= 0:
+        return torch.zeros_like(counts, dtype=torch.long)
+    raw = counts / counts.sum() * int(total)
+    out = raw.floor().long()
+    rest = int(total) - int(out.sum())
+    if rest > 0:
+        out[torch.argsort(raw - out.double(), descending=True)[:rest]] += 1
+    return torch.where(counts > 0, out.clamp_min(1), torch.zeros_like(out))
+
+
+def fit_gcn(params: Params, x: Tensor, edge_index: Tensor, loss_fn: Callable[[Tensor, Params], Tensor], *,
+            epochs: int, lr: float, weight_decay: float, dropout: float, seed: int) -> Params:
+    """Full-batch Adam on ``loss_fn(logits, params)`` of a 2-layer GCN (the shared server routine)."""
+    theta = {k: v.detach().clone().float().requires_grad_(True) for k, v in params.items()}
+    if epochs <= 0 or x.shape[0] == 0:
+        return {k: v.detach() for k, v in theta.items()}
+    P = propagation_matrix(edge_index, x.shape[0])
+    opt = torch.optim.Adam(list(theta.values()), lr=lr, weight_decay=weight_decay)
+    gen = torch.Generator().manual_seed(int(seed))
+    for _ in range(int(epochs)):
+        opt.zero_grad()
+        logits = gcn_forward(theta, x, P, dropout=dropout, training=True, generator=gen)
+        loss_fn(logits, theta).backward()
+        opt.step()
+    return {k: v.detach() for k, v in theta.items()}
+
+
+def mlp(sizes: Sequence[int], seed: int) -> torch.nn.Sequential:
+    """``Linear–ReLU–…–Linear`` with PyTorch's default init drawn from ``seed`` (global RNG untouched)."""
+    layers: list[torch.nn.Module] = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+            layers.append(torch.nn.Linear(int(a), int(b)))
+            if i < len(sizes) - 2:
+                layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+def adam_steps(parameters, closure: Callable[[], Tensor], steps: int, lr: float, weight_decay: float = 0.0) -> None:
+    """``steps`` full-batch Adam steps on ``closure()`` (a loss); nothing when ``steps = 0``."""
+    parameters = list(parameters)
+    if steps <= 0:
+        return
+    opt = torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay)
+    for _ in range(int(steps)):
+        opt.zero_grad()
+        closure().backward()
+        opt.step()
+
+
+def module_message(prefix: str, module: torch.nn.Module) -> Message:
+    """A module's parameters as upload tensors ``{prefix.name: tensor}``."""
+    return {f"{prefix}.{k}": v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def load_module(prefix: str, module: torch.nn.Module, message: Message) -> torch.nn.Module:
+    """Load ``{prefix.name: tensor}`` from a parsed message into ``module`` (shapes checked by torch)."""
+    state = {k[len(prefix) + 1:]: v for k, v in message.items() if k.startswith(prefix + ".")}
+    module.load_state_dict(state)
+    return module
+
+
+def is_binary(x: Tensor) -> bool:
+    """True when every feature is 0 or 1 (bag-of-words graphs: Cora, CiteSeer, Computers, CS)."""
+    return bool(((x == 0) | (x == 1)).all())
+
+
+@torch.no_grad()
+def complete_graph_scores(fg: FederatedGraph, params: Params) -> dict[str, float]:
+    """SPEAR's evaluation: the global GCN on the complete graph, over ``fg.global_mask("test")`` (fractions)."""
+    d = fg.data
+    logits = gcn_forward(params, d.x.float(), propagation_matrix(d.edge_index, int(d.num_nodes)))
+    mask = fg.global_mask("test")
+    out = metrics.scores(d.y.view(-1)[mask], logits.argmax(1)[mask], fg.num_classes)
+    out["n_test"] = int(mask.sum())
+    return out
+
+
+def encode(message: Message) -> bytes:
+    """A client's upload as real bytes (PACE wire format, float32 payload)."""
+    return serialize(dense_carriers({k: v.detach().float().contiguous() for k, v in message.items()}))
+
+
+def decode(blob: bytes) -> Message:
+    """The server's view of an upload: tensors parsed from the bytes alone."""
+    return reconstruct(deserialize(blob))
+
+
+# ----------------------------------------------------------------------------- context
+
+
+@dataclass
+class OneShotContext:
+    """What a hook may read: the federation, the run seed, training config, device, and the
+    client's matched Local model (``local[k]``, when the protocol trained them)."""
+
+    fg: FederatedGraph
+    seed: int
+    config: TrainConfig
+    device: torch.device
+    local: list[Params] | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_classes(self) -> int:
+        return self.fg.num_classes
+
+    @property
+    def num_features(self) -> int:
+        return self.fg.num_features
+
+    def generator(self, k: int, salt: int = 0) -> torch.Generator:
+        """Deterministic generator of client ``k`` (``k = -1``: the server) for this run seed."""
+        return torch.Generator().manual_seed((model_seed(self.seed, k + 1) + 7_777 * salt) % (2**63 - 1))
+
+    def init_model(self) -> Params:
+        """W0 of the global GCN (the run seed's shared initialization)."""
+        return init_params(self.num_features, self.num_classes, self.config.hidden, self.seed)
+
+    def fit(self, graph: SyntheticGraph, epochs: int | None = None, params: Params | None = None,
+            loss_fn: Callable[[Tensor, Params], Tensor] | None = None, salt: int = 0) -> Params:
+        """Train a GCN on a synthetic graph with the shared config (default: CE on every node)."""
+        cfg = self.config
+        fn = loss_fn or (lambda z, _th: F.cross_entropy(z, graph.y.long()))
+        return fit_gcn(params or self.init_model(), graph.x, graph.edge_index, fn,
+                       epochs=cfg.epochs if epochs is None else int(epochs), lr=cfg.lr,
+                       weight_decay=cfg.weight_decay, dropout=cfg.dropout, seed=model_seed(self.seed, 10_000 + salt))
+
+
+# ----------------------------------------------------------------------------- the mechanism
+
+
+def oneshot_method(cls):
+    """Class decorator: register a :class:`OneShotMethod` under ``cls.name`` in ``METHODS``."""
+    register_method(cls.name, cls, aliases=cls.aliases, needs=("local",) if cls.uses_local else (),
+                    description=f"{cls.label}: {cls.paper}", label=cls.label, oneshot=True)
+    return cls
+
+
+class OneShotMethod:
+    """Base class. Subclasses set ``name``/``label``/``paper``, a frozen ``Config`` with the
+    original paper's (or code's) defaults and ``_parameter_constraints``, and the hooks."""
+
+    name: ClassVar[str] = ""
+    aliases: ClassVar[tuple[str, ...]] = ()
+    label: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    #: True when the client's upload is built from its matched Local model (DENSE).
+    uses_local: ClassVar[bool] = False
+    _parameter_constraints: ClassVar[dict] = {}
+
+    @dataclass(frozen=True)
+    class Config:
+        pass
+
+    def __init__(self, **hyper):
+        fields = {f.name for f in dataclasses.fields(self.Config)}
+        unknown = sorted(set(hyper) - fields)
+        if unknown:
+            raise ConfigError(f"{self.name}: unknown parameter(s) {unknown}; valid: {sorted(fields) or 'none'}")
+        self.cfg = self.Config(**hyper)
+        for name, allowed in self._parameter_constraints.items():
+            check_param(self.name, name, getattr(self.cfg, name), allowed)
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return dataclasses.asdict(self.cfg)
+
+    # -- hooks ------------------------------------------------------------------------------
+    def client_message(self, ctx: OneShotContext, k: int, client: ClientGraph) -> Message:
+        """Tensors client ``k`` uploads (built from its own subgraph only)."""
+        raise NotImplementedError
+
+    def synthesize(self, ctx: OneShotContext, messages: list[Message]) -> SyntheticGraph | None:
+        """Server: messages → a synthetic training graph (``None`` when the method trains otherwise)."""
+        raise NotImplementedError
+
+    def server_train(self, ctx: OneShotContext, messages: list[Message], graph: SyntheticGraph | None) -> Params:
+        """Server: the global GCN (default: cross-entropy on the synthetic graph)."""
+        return ctx.fit(graph)
+
+    # -- protocol entry -----------------------------------------------------------------------
+    @classmethod
+    def run_method(cls, fg, local, *, seeds=None, device="auto", progress: bool = True, local_logits=None,
+                   train_config=None, **params):
+        """The protocol entry (:mod:`pace_nb.methods.protocol`); unknown hyperparameters are ignored."""
+        known = {f.name for f in dataclasses.fields(cls.Config)}
+        method = cls(**{k: v for k, v in params.items() if k in known})
+        seeds = tuple(local.seeds) if seeds is None and local is not None else (seeds or PAPER_SEEDS[:1])
+        return run_oneshot(fg, method, seeds, config=train_config or TrainConfig(), local=local, device=device,
+                           progress=progress)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.cfg})"
+
+
+def _local_models(local, s: int, k_n: int) -> list[Params] | None:
+    if local is None:
+        return None
+    return [local.model(s, k) for k in range(k_n)]
+
+
+def run_oneshot(fg: FederatedGraph, method: OneShotMethod, seeds: Sequence[int] = PAPER_SEEDS[:1], *,
+                config: TrainConfig = TrainConfig(), local=None, device="auto", progress: bool = True,
+                row_seed: int | None = None) -> list[dict[str, Any]]:
+    """Run ``method`` once per run seed; one pooled row (``receiver = -1``) per seed.
+
+    ``local``: matched :class:`~pace_nb.nn.training.LocalModels` (needed by ``uses_local``
+    methods; trained here when absent). ``row_seed`` overrides the rows' ``seed`` column (the
+    SPEAR comparison stores the data seed there; the run seed stays in ``params``).
+    """
+    seeds = check_seeds(seeds)
+    dev = resolve_device(device)
+    if method.uses_local and (local is None or tuple(local.seeds) != tuple(seeds) or local.config != config):
+        from pace_nb.nn.training import train_local
+
+        local = train_local(fg, seeds, config, device=device, progress=progress)
+    rows = []
+    for s, seed in enumerate(_progress(seeds, progress and len(seeds) > 1, desc=f"{method.name} seeds")):
+        ctx = OneShotContext(fg, int(seed), config, dev, _local_models(local, s, fg.num_clients) if method.uses_local else None)
+        t0 = time.perf_counter()
+        blobs = [encode(method.client_message(ctx, k, c)) if bool(c.train_mask.any()) else b""
+                 for k, c in enumerate(fg.clients)]
+        t1 = time.perf_counter()
+        messages = [decode(b) for b in blobs if b]
+        graph = method.synthesize(ctx, messages)
+        theta = method.server_train(ctx, messages, graph)
+        t2 = time.perf_counter()
+        sc = complete_graph_scores(fg, theta)
+        up = [len(b) for b in blobs]
+        params = {"method": method.name, "run_seed": int(seed), "rounds": 1, "evaluation": "complete_graph",
+                  "client_seconds": t1 - t0, "server_seconds": t2 - t1, "bytes_per_client": up,
+                  "synthetic_nodes": int(graph.x.shape[0]) if graph is not None else 0,
+                  "hidden": config.hidden, "epochs": config.epochs, "lr": config.lr, **method.hyperparameters()}
+        beta = (getattr(fg, "config", {}) or {}).get("beta")
+        if beta is not None:
+            params["beta"] = beta
+        rows.append(make_row(**federation_fields(fg), seed=int(seed if row_seed is None else row_seed),
+                             method=method.name, variant="native", rank=0, receiver=-1,
+                             acc=100 * sc["acc"], f1_weighted=100 * sc["f1_weighted"], f1_macro=100 * sc["f1_macro"],
+                             bytes_up=int(sum(up)), bytes_down=0, seconds=t2 - t0, n_test=sc["n_test"],
+                             upload_ratio=100.0 * (sum(up) / max(1, sum(b > 0 for b in up))) / num_params_bytes(theta),
+                             params=params))
+    return rows
