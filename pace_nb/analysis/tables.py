@@ -23,7 +23,8 @@ from pace_nb.core.registry import Registry
 from pace_nb.core.schema import METHOD_LABELS, PACE_VARIANT_LABELS, SETTING, SPEAR_VARIANT_LABELS
 from pace_nb.core.io import atomic_write_csv, atomic_write_text
 from pace_nb.analysis import spear_comparison as sc
-from pace_nb.analysis.gap_notes import PACE_BASELINE_NOTES, SPEAR_EFFICIENCY_NOTES, SPEAR_ROBUSTNESS_NOTES
+from pace_nb.analysis.gap_notes import (PACE_BASELINE_NOTES, SPEAR_COMPARISON_NOTES, SPEAR_EFFICIENCY_NOTES,
+                                        SPEAR_ROBUSTNESS_NOTES)
 from pace_nb.analysis.paper_values import paper_values
 from pace_nb.analysis.summary import summarize
 from pace_nb.experiments.store import normalize_rows
@@ -198,9 +199,11 @@ for _tid, _t in sorted(_BUILTIN.items(), key=lambda kv: (kv[1].paper != "pace", 
 
 
 register_table("spear-1", TableDef("spear", "main", "SPEAR Tab. 1: accuracy (%), Dirichlet β = 0.05, K = 10, "
-                                   "global model on the complete graph", sc.label, lambda e: e.dataset))
+                                   "global model on the complete graph", sc.label, lambda e: e.dataset,
+                                   notes=SPEAR_COMPARISON_NOTES))
 register_table("spear-3", TableDef("spear", "cost", "SPEAR Tab. 3: wall time, upload per client (KiB) and total "
-                                   "communication (MiB)", sc.label, lambda e: f"{e.dataset} {_m(e)}"))
+                                   "communication (MiB)", sc.label, lambda e: f"{e.dataset} {_m(e)}",
+                                   notes=SPEAR_EFFICIENCY_NOTES))
 
 
 # -- SPEAR: the paper text quotes only a few numbers, so ours adds the rows it has -------------
