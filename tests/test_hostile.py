@@ -226,7 +226,7 @@ def test_checksum_consistent_bad_partition_cache_is_rebuilt(tmp_cache, defect):
         arrays["offsets"][1] = 0
     np.savez(npz, **arrays)
     info = json.loads(meta.read_text())
-    meta.write_text(json.dumps({**info, "sha256": F._checksum(arrays)}))
+    meta.write_text(json.dumps({**info, "sha256": graph_cache.array_checksum(arrays)}))
     F._build_named.cache_clear()
     with pytest.warns(RuntimeWarning, match="rebuilding"):
         again = F.build_federated("demo", "metis", 3)

@@ -122,6 +122,31 @@ def config_from_mapping(cls: type, values: Mapping[str, Any], where: str = "conf
     return cls(**values)
 
 
+def merged_constraints(cls: type) -> dict:
+    """``_parameter_constraints`` merged along ``cls``'s MRO (a subclass overrides its bases)."""
+    out: dict = {}
+    for klass in reversed(cls.__mro__):
+        out.update(klass.__dict__.get("_parameter_constraints", {}))
+    return out
+
+
+def build_config(owner: str, config_cls: type, hyper: Mapping[str, Any], constraints: Mapping[str, Sequence]):
+    """``config_cls(**hyper)`` for a method's hyperparameters: unknown names and explicit ``None``
+    are a :class:`ConfigError`, then every field named in ``constraints`` is checked."""
+    fields = config_keys(config_cls)
+    unknown = sorted(set(hyper) - fields)
+    if unknown:
+        raise ConfigError(f"{owner}: unknown parameter(s) {unknown}; valid: {sorted(fields) or 'none'}")
+    for k, v in hyper.items():
+        if v is None:
+            raise ConfigError(f"{owner}: parameter {k!r} is required (got None)")
+    cfg = config_cls(**hyper)
+    for name, allowed in constraints.items():
+        if name in fields:
+            check_param(owner, name, getattr(cfg, name), allowed)
+    return cfg
+
+
 # -- shared checks (one wording everywhere) --------------------------------------------------
 def check_seeds(seeds: Iterable[Any], what: str = "seeds") -> tuple[int, ...]:
     """Non-empty, distinct integer seeds in ``[0, 2**32 - 1]``."""

@@ -26,7 +26,7 @@ from pace_nb.core.config import DATA_SEED, cache_dir, check_writable
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.io import atomic_write_json, atomic_write_npz
 from pace_nb.core.validation import check_seed
-from pace_nb.data.graph_cache import safe_name
+from pace_nb.data.graph_cache import array_checksum, safe_name
 from pace_nb.data.partition import partition_nodes, validate
 
 SPLITS = ("train", "val", "test")
@@ -177,15 +177,6 @@ def _fingerprint(data) -> str:
     return h.hexdigest()[:16]
 
 
-def _checksum(arrays: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha256()
-    for k in sorted(arrays):
-        a = np.ascontiguousarray(arrays[k])
-        h.update(f"{k}|{a.dtype.str}|{a.shape}|".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
-
 def _cache_paths(config: dict) -> tuple[Path, Path]:
     """Cache files of a federation; the name part is sanitized (a ``Data.name`` never escapes)."""
     key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
@@ -205,7 +196,7 @@ def _save_cache(config: dict, clients: list[ClientGraph]) -> None:
     npz.parent.mkdir(parents=True, exist_ok=True)
     check_writable(npz.parent, "cache folder", "; point $PACE_NB_CACHE at a writable folder or use --no-cache")
     atomic_write_npz(npz, **arrays)
-    atomic_write_json(meta, {"version": CACHE_VERSION, "config": config, "sha256": _checksum(arrays)})
+    atomic_write_json(meta, {"version": CACHE_VERSION, "config": config, "sha256": array_checksum(arrays)})
 
 
 def _check_cached(arrays: dict, num_nodes: int, num_clients: int) -> None:
@@ -234,7 +225,7 @@ def _load_cache(config: dict, num_nodes: int):
             raise ValueError("its configuration does not match")
         with np.load(npz, allow_pickle=False) as z:
             arrays = {k: z[k] for k in ("offsets", "nodes", "split")}
-        if _checksum(arrays) != info.get("sha256"):
+        if array_checksum(arrays) != info.get("sha256"):
             raise ValueError("checksum mismatch")
         off = arrays["offsets"]
         _check_cached(arrays, num_nodes, int(config["num_clients"]))

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.validation import Interval, Options, check_param, check_seeds  # noqa: F401 (Interval, Options re-exported)
+from pace_nb.core.validation import Interval, Options, build_config, check_seeds, merged_constraints  # noqa: F401 (Interval, Options re-exported)
 from pace_nb.methods.registry import METHODS, register_method
 from pace_nb.data.federation import FederatedGraph
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, init_params, stack_params
@@ -133,21 +133,7 @@ class FederatedMethod:
         pass
 
     def __init__(self, **hyper):
-        fields = {f.name for f in dataclasses.fields(self.Config)}
-        unknown = sorted(set(hyper) - fields)
-        if unknown:
-            raise ConfigError(f"{self.name}: unknown parameter(s) {unknown}; valid: {sorted(fields) or 'none'}")
-        for k, v in hyper.items():
-            if v is None:
-                raise ConfigError(f"{self.name}: parameter {k!r} is required (got None)")
-        self.cfg = self.Config(**hyper)
-        constraints: dict = {}
-        for klass in reversed(type(self).__mro__):
-            constraints.update(klass.__dict__.get("_parameter_constraints", {}))
-        fields = {f.name for f in dataclasses.fields(self.cfg)}
-        for name, allowed in constraints.items():
-            if name in fields:
-                check_param(self.name, name, getattr(self.cfg, name), allowed)
+        self.cfg = build_config(self.name, self.Config, hyper, merged_constraints(type(self)))
         self.validate()
 
     def validate(self) -> None:

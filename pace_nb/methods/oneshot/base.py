@@ -32,7 +32,7 @@ from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.validation import check_param, check_seeds
+from pace_nb.core.validation import build_config, check_seeds, merged_constraints
 from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.methods import metrics
 from pace_nb.methods.evaluation import federation_fields, make_row
@@ -252,13 +252,7 @@ class OneShotMethod:
         pass
 
     def __init__(self, **hyper):
-        fields = {f.name for f in dataclasses.fields(self.Config)}
-        unknown = sorted(set(hyper) - fields)
-        if unknown:
-            raise ConfigError(f"{self.name}: unknown parameter(s) {unknown}; valid: {sorted(fields) or 'none'}")
-        self.cfg = self.Config(**hyper)
-        for name, allowed in self._parameter_constraints.items():
-            check_param(self.name, name, getattr(self.cfg, name), allowed)
+        self.cfg = build_config(self.name, self.Config, hyper, merged_constraints(type(self)))
 
     def hyperparameters(self) -> dict[str, Any]:
         return dataclasses.asdict(self.cfg)
