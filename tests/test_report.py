@@ -57,6 +57,8 @@ def test_report_from_fake_store(tmp_path):
     assert len(far) == 2 and "+3.00" in far[0] and "-6.00" in far[1]
     assert "not run" in text and "store/" in text
     assert text == report.build_report(store.load(), store.cells(), configs, store_label="store/", tables=["1", "2"])
+    readme = report.store_readme(store.cells(), configs, store_label="store/")
+    assert "| `cfg` | 1 / 2 | 12 |" in readme and "| `k2` |  | not run | – |" in readme
 
 
 def test_far_cell_causes_come_from_footnotes():
@@ -120,4 +122,22 @@ def test_runs_never_write_into_the_shipped_store(tmp_path, monkeypatch):
 def test_committed_report_matches_the_shipped_store():
     text = report.report_from_store(ResultsStore(ROOT / "results", create=False), sorted((ROOT / "configs").glob("*.toml")))
     committed = (ROOT / "REPRODUCTION.md").read_text(encoding="utf-8")
-    assert committed == text, "REPRODUCTION.md is stale: run `pace-nb report` and commit it"
+    assert committed == text, "REPRODUCTION.md is stale: run `pace-nb report --store-readme` and commit it"
+    readme = report.readme_from_store(ResultsStore(ROOT / "results", create=False), sorted((ROOT / "configs").glob("*.toml")))
+    assert (ROOT / "results" / "README.md").read_text(encoding="utf-8") == readme
+
+
+def test_report_command_writes_and_checks(tmp_path, capsys):
+    from pace_nb.cli import main
+
+    ResultsStore(tmp_path / "res").append(_table1_rows(OFFSETS), cell_key="k1", seconds=3.0)
+    (tmp_path / "cfg").mkdir()
+    args = ["report", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "R.md"), "--configs", str(tmp_path / "cfg")]
+    assert main(args + ["--store-readme"]) == 0
+    text = (tmp_path / "R.md").read_text(encoding="utf-8")
+    assert "| 1 | 120 | 4 | 25% | 50% | 75% | 25% of 4 |" in text and (tmp_path / "res" / "README.md").is_file()
+    assert main(args + ["--store-readme", "--check"]) == 0
+    (tmp_path / "R.md").write_text(text + "edited\n", encoding="utf-8")
+    assert main(args + ["--check"]) == 1
+    assert main(["report", "--results", str(tmp_path / "nope"), "--out", str(tmp_path / "R2.md")]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "R2.md").exists()

@@ -22,6 +22,9 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, metavar="FILE", help="output file (default <repo>/REPRODUCTION.md)")
     p.add_argument("--configs", default=None, metavar="DIR",
                    help="grid configs whose cells and wall time are reported (default <repo>/configs)")
+    p.add_argument("--store-readme", action="store_true",
+                   help="also write the store's README.md (configs and cells it holds, wall times); for the "
+                        "maintainer of the shipped store")
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 when FILE differs from what the store generates")
     p.set_defaults(func=run)
@@ -46,12 +49,19 @@ def run(args) -> int:
     paths = sorted(configs_dir.glob("*.toml")) if configs_dir is not None else []
     store = ResultsStore.for_reading(args.results, must_exist=True)
     text = report_from_store(store, paths)
+    outputs = [(out, text)]
+    if args.store_readme:
+        from pace_nb.analysis.report import readme_from_store
+
+        outputs.append((store.root / "README.md", readme_from_store(store, paths)))
     if args.check:
-        same = out.is_file() and out.read_text(encoding="utf-8") == text
-        print(f"{out}: {'up to date' if same else 'differs from the store ' + str(store.root)}")
-        if not same:
-            print(f"pace-nb: {out} is stale; run `pace-nb report` to regenerate it", file=sys.stderr)
-        return 0 if same else 1
-    atomic_write_text(out, text)
-    print(f"report of {store.root} ({len(store.keys())} cells) written to {out}")
+        stale = [p for p, t in outputs if not (p.is_file() and p.read_text(encoding="utf-8") == t)]
+        for p, _ in outputs:
+            print(f"{p}: {'differs from the store ' + str(store.root) if p in stale else 'up to date'}")
+        if stale:
+            print(f"pace-nb: {', '.join(map(str, stale))} stale; run `pace-nb report` to regenerate", file=sys.stderr)
+        return 1 if stale else 0
+    for p, t in outputs:
+        atomic_write_text(p, t)
+    print(f"report of {store.root} ({len(store.keys())} cells) written to {', '.join(str(p) for p, _ in outputs)}")
     return 0
