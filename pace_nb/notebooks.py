@@ -182,9 +182,9 @@ def package_fingerprint() -> str:
 
 def store_fingerprint(results_dir: str | os.PathLike | None) -> str:
     """Names, sizes and mtimes of the results store's committed cells (cheap, no reads)."""
-    from pace_nb.core.config import results_dir as _results_dir
+    from pace_nb.core.config import read_results_dir
 
-    cells = Path(_results_dir(results_dir)) / "cells"
+    cells = read_results_dir(results_dir)[0] / "cells"
     h = hashlib.sha256()
     for p in sorted(cells.glob("*.json")) if cells.is_dir() else []:
         st = p.stat()

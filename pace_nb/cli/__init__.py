@@ -11,7 +11,7 @@ import sys
 
 from pace_nb.core.errors import PaceNBError
 
-COMMANDS = ("datasets", "partition", "run", "spear", "grid", "tables", "figures", "flower")
+COMMANDS = ("datasets", "partition", "run", "spear", "grid", "tables", "report", "figures", "flower")
 
 DESCRIPTION = """\
 pace_nb — one-shot federated graph learning, reproducible from the command line.
@@ -22,6 +22,7 @@ pace_nb — one-shot federated graph learning, reproducible from the command lin
   pace-nb spear                    SPEAR (training-free PPR prototypes) and its ablations
   pace-nb grid CONFIG              run an experiment grid into the results store (resumable)
   pace-nb tables                   the papers' tables, ours beside the paper's values
+  pace-nb report                   REPRODUCTION.md: every table, agreement with the papers, run times
   pace-nb figures [--quick]        execute every notebook with papermill; figures to figures/
   pace-nb flower simulate|deploy   PACE / SPEAR as Flower apps (simulation, loopback deployment)
 

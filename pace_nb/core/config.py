@@ -116,3 +116,31 @@ def results_dir(path: str | os.PathLike | None = None, create: bool = True) -> P
                               if not p.exists() else f"results folder {p} is not a folder")
         return p
     return ensure_dir(p, "results folder", "; pass --results DIR or set $PACE_NB_RESULTS")
+
+
+def shipped_results_dir() -> Path | None:
+    """The versioned results store shipped with the checkout (``<repo>/results``), or None."""
+    root = repo_root()
+    return root / "results" if root is not None and (root / "results").is_dir() else None
+
+
+def holds_cells(p: str | os.PathLike | None) -> bool:
+    """True when folder ``p`` is a results store with at least one committed cell."""
+    cells = Path(p) / "cells" if p else None
+    return bool(cells is not None and cells.is_dir() and any(cells.glob("*.json")))
+
+
+def read_results_dir(path: str | os.PathLike | None = None) -> tuple[Path, bool]:
+    """Store to READ and whether it is the shipped one: argument > ``$PACE_NB_RESULTS`` >
+    ``<repo>/data/results`` when it holds cells > the shipped ``<repo>/results``.
+
+    Nothing is created; writers use :func:`results_dir` (never the shipped store by default)."""
+    if path:
+        return Path(path), False
+    if os.environ.get("PACE_NB_RESULTS"):
+        return Path(os.environ["PACE_NB_RESULTS"]), False
+    user = _default_dir("results")
+    shipped = shipped_results_dir()
+    if not holds_cells(user) and shipped is not None and holds_cells(shipped):
+        return shipped, True
+    return user, False

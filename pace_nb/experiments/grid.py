@@ -432,7 +432,7 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
         if isinstance(rows, str):  # a failed cell (keep_going): nothing is stored
             status[cell.key].update(status=rows.splitlines()[0][:300], rows=0, seconds=secs)
             continue
-        store.append(rows, cell_key=cell.key, cell=cell.describe())
+        store.append(rows, cell_key=cell.key, cell=cell.describe(), seconds=secs)
         status[cell.key].update(status="ran", rows=len(rows), seconds=secs)
         if hasattr(bar, "set_postfix_str"):
             bar.set_postfix_str(cell.label[:40])

@@ -1,7 +1,8 @@
 """Results store: one checksummed CSV per finished grid cell, tidy typed DataFrames out.
 
-Layout under the store directory (``--results DIR`` > ``$PACE_NB_RESULTS`` >
-``<repo>/data/results``)::
+Layout under the store directory (writes: ``--results DIR`` > ``$PACE_NB_RESULTS`` >
+``<repo>/data/results``; reads fall back to the shipped, read-only ``<repo>/results`` when the
+user's store holds no cells, see :meth:`ResultsStore.for_reading`)::
 
     cells/<key>.csv    the cell's result rows (ARCHITECTURE "Result rows"), written atomically
     cells/<key>.json   its manifest entry, written atomically AFTER the CSV: sha256 of the
@@ -120,18 +121,36 @@ class ResultsStore:
     def __init__(self, path: str | os.PathLike | None = None, *, create: bool = True):
         self.root = config.results_dir(path, create=create)
         self.cells_dir = self.root / "cells"
+        self.read_only = False
+
+    @classmethod
+    def for_reading(cls, path: str | os.PathLike | None = None, *, must_exist: bool = False) -> "ResultsStore":
+        """The store readers use (:func:`~pace_nb.core.config.read_results_dir`): ``path`` >
+        ``$PACE_NB_RESULTS`` > the user's ``data/results`` when it holds cells > the shipped
+        ``results/``, which is then read-only. A missing folder reads as empty unless ``must_exist``."""
+        root, shipped = config.read_results_dir(path)
+        if must_exist:
+            config.results_dir(root, create=False)
+        store = cls.__new__(cls)
+        store.root, store.cells_dir, store.read_only = root, root / "cells", shipped
+        return store
 
     def __repr__(self) -> str:
         return f"ResultsStore({str(self.root)!r})"
 
     # -- writing -------------------------------------------------------------------------
     def append(self, rows: pd.DataFrame | Iterable[Mapping], cell_key: str | None = None,
-               cell: Mapping[str, Any] | None = None) -> str:
+               cell: Mapping[str, Any] | None = None, seconds: float | None = None) -> str:
         """Store the rows of one finished cell atomically; returns its key.
+
+        ``seconds``: the cell's wall time, kept in its manifest entry (reports of run time).
 
         Without ``cell_key`` the key is a hash of the rows' identity columns, so appending
         the same rows twice replaces them instead of duplicating them.
         """
+        if self.read_only:
+            raise ConfigError(f"the shipped results store {self.root} is read-only; write to your own store "
+                              f"(pass --results DIR, set $PACE_NB_RESULTS, or use the default data/results)")
         frame = normalize_rows(rows)
         if cell_key is None:
             ident = frame[list(KEY_COLUMNS)].astype(str).agg("|".join, axis=1)
@@ -147,6 +166,7 @@ class ResultsStore:
             atomic_write_json(meta_path, {
                 "key": cell_key, "file": csv_path.name, "sha256": hashlib.sha256(data).hexdigest(),
                 "rows": int(len(frame)), "cell": dict(cell) if cell else None,
+                **({"seconds": round(float(seconds), 1)} if seconds is not None else {}),
                 "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         return cell_key
 
@@ -157,6 +177,8 @@ class ResultsStore:
 
     def discard(self, cell_key: str) -> None:
         """Remove one cell (e.g. after a corruption report) so that a rerun recomputes it."""
+        if self.read_only:
+            raise ConfigError(f"the shipped results store {self.root} is read-only; nothing discarded")
         with self._lock(cell_key, LOCK_TIMEOUT):
             for p in self._paths(cell_key)[::-1]:
                 p.unlink(missing_ok=True)
@@ -228,6 +250,10 @@ class ResultsStore:
         except ConfigError as exc:
             raise DataCorruptionError(f"results file {csv_path}: {exc}{hint}") from None
 
+    def rows_of(self, cell_key: str) -> pd.DataFrame:
+        """The rows of one committed cell (checksum-verified), as written."""
+        return self._read_cell(cell_key)
+
     def has(self, cell_key: str) -> bool:
         """True when the cell is committed and intact (corruption raises, never 'absent')."""
         csv_path, meta_path = self._paths(cell_key)
@@ -237,12 +263,12 @@ class ResultsStore:
         return True
 
     def cells(self) -> pd.DataFrame:
-        """One row per committed cell: key, rows, written, and the cell's parameters."""
+        """One row per committed cell: key, rows, written, wall seconds, and the cell's parameters."""
         recs = []
         for key in self.keys():
             meta = self._manifest(key)
             recs.append({"key": key, "rows": meta["rows"], "written": meta.get("written"),
-                         **(meta.get("cell") or {})})
+                         "wall_seconds": meta.get("seconds"), **(meta.get("cell") or {})})
         return pd.DataFrame(recs)
 
     def load(self, dedupe: bool = True, **filters) -> pd.DataFrame:
@@ -296,5 +322,6 @@ def collapse_duplicates(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_results(path: str | os.PathLike | None = None, **filters) -> pd.DataFrame:
-    """Rows of the results store at ``path`` (default location) filtered by column values."""
-    return ResultsStore(path).load(**filters)
+    """Rows of the results store at ``path`` filtered by column values; without ``path`` the
+    reading order of :meth:`ResultsStore.for_reading` (the shipped store when the user has none)."""
+    return ResultsStore.for_reading(path).load(**filters)

@@ -30,7 +30,8 @@ def register(sub) -> None:
                    help="figures folder (default <repo>/figures; with --quick <repo>/figures/quick)")
     p.add_argument("--build", default=None, metavar="DIR", help="executed notebooks (default notebooks/_build)")
     p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA, else ./data)")
-    p.add_argument("--results", default=None, metavar="DIR", help="results store (default data/results)")
+    p.add_argument("--results", default=None, metavar="DIR", help="results store (default $PACE_NB_RESULTS, else data/results when it holds "
+                   "cells, else the shipped results/)")
     p.add_argument("--timeout", type=int, default=900, help="per-cell timeout in seconds (default 900)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the run table as JSON")
     p.set_defaults(func=run)

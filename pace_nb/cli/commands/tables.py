@@ -13,7 +13,8 @@ def register(sub) -> None:
     p = sub.add_parser("tables", help="write the papers' tables, ours beside the paper's values",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default=None, metavar="DIR",
-                   help="results store (default $PACE_NB_RESULTS, else <repo>/data/results)")
+                   help="results store (default $PACE_NB_RESULTS, else <repo>/data/results when it holds cells, "
+                        "else the shipped <repo>/results)")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default <repo>/figures/tables)")
     p.add_argument("--tables", default="all", metavar="IDS",
                    help="comma-separated table ids: 1..12, spear-ablation, spear-robustness, spear-efficiency, "
@@ -31,7 +32,7 @@ def run(args) -> int:
     from pace_nb.core.io import check_output_dir, check_output_file
 
     ids = select_tables(args.tables)
-    store = ResultsStore(args.results, create=False)  # a missing folder is an error, not an empty store
+    store = ResultsStore.for_reading(args.results, must_exist=True)  # a missing folder is an error, not an empty store
     root = repo_root()
     out = Path(args.out) if args.out else (root / "figures" / "tables" if root else store.root.parent / "tables")
     check_output_dir(out, "--out")

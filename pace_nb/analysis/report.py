@@ -1,0 +1,255 @@
+"""REPRODUCTION.md: every registered paper table from a results store, with agreement summaries.
+
+Pure functions of the store's contents (rows, per-cell manifests, and the cells each shipped
+config expands to); no timestamps and no machine paths, so the same store gives the same
+bytes. The tables themselves are :mod:`pace_nb.analysis.tables` (ours beside the paper's);
+the causes of known gaps are the tables' footnotes (:mod:`pace_nb.analysis.gap_notes`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from pace_nb.analysis.tables import NOT_RUN, TABLES, build_tables, canonical_method, render_markdown
+from pace_nb.core.schema import METHOD_LABELS
+
+#: Metrics reported in percentage points: only these are scored against the 1 / 2 / 5 point bands
+#: (ratios such as mean α, counts, bytes and seconds are shown in the tables but not scored).
+POINT_METRICS: frozenset[str] = frozenset({"acc", "f1_weighted", "f1_macro", "delta_acc", "gap_acc",
+                                           "gap_f1_weighted", "max_drop_pts", "alpha_zero_pct",
+                                           "upload_pct", "return_pct"})
+BANDS: tuple[float, ...] = (1.0, 2.0, 5.0)
+#: A cell farther from the paper than this (points) is listed with its cause.
+LIST_ABOVE = 2.0
+
+
+def scored(comp: pd.DataFrame) -> pd.DataFrame:
+    """The entries of one comparison frame that are scored: a point metric with a paper value."""
+    if comp.empty:
+        return comp
+    return comp[comp["metric"].isin(POINT_METRICS) & comp["paper_mean"].notna()]
+
+
+def agreement(comp: pd.DataFrame, methods: Sequence[str] | None = None) -> dict:
+    """Counts and shares of scored entries within each band of the paper (|ours − paper| ≤ b).
+
+    ``methods``: only entries of these methods (canonical ids, e.g. ``("local", "pace")``).
+    Shares are over the entries that were run; ``None`` when none was run."""
+    s = scored(comp)
+    if methods is not None and len(s):
+        s = s[s["method"].map(canonical_method).isin(set(methods))]
+    ran = s[(s["status"] == "ok") & s["diff"].notna()] if len(s) else s
+    out = {"scored": int(len(s)), "run": int(len(ran))}
+    for b in BANDS:
+        out[f"within_{b:g}"] = (float((ran["diff"].abs() <= b).mean()) if len(ran) else None)
+    return out
+
+
+def note_subject(note: str) -> str:
+    """What a footnote is about: its text before the first colon (``"FedProx: μ = …"`` → ``FedProx``)."""
+    return note.split(":", 1)[0].strip()
+
+
+def cause_of(entry: pd.Series, notes: Sequence[str]) -> str:
+    """``"note i (subject)"`` for the footnote about the entry's method or dataset, else ``""``."""
+    for i, note in enumerate(notes, 1):
+        subject = note_subject(note)
+        if canonical_method(subject) == canonical_method(entry["method"]) or subject == entry["dataset"]:
+            return f"note {i} ({subject})"
+    return ""
+
+
+def table_cause(table_id: str, entry: pd.Series) -> str:
+    """The cause of a gap: the table's own footnote about the entry's method or dataset, else the
+    first table of the same paper with such a footnote (``"Table 1 note 6 (CiteSeer)"``), else ``""``."""
+    own = cause_of(entry, TABLES[table_id].notes)
+    if own:
+        return own
+    for tid, t in TABLES.items():
+        if tid != table_id and t.paper == TABLES[table_id].paper and cause_of(entry, t.notes):
+            return f"Table {tid} {cause_of(entry, t.notes)}"
+    return ""
+
+
+def far_cells(table_id: str, comp: pd.DataFrame, above: float = LIST_ABOVE) -> pd.DataFrame:
+    """Scored, run entries with |ours − paper| > ``above``, with the footnote cause when one exists."""
+    s = scored(comp)
+    far = s[(s["status"] == "ok") & (s["diff"].abs() > above)] if len(s) else s
+    return pd.DataFrame({"table": table_id, "row": far.get("row", []), "col": far.get("col", []),
+                         "ours": far.get("ours_mean", []), "paper": far.get("paper_mean", []),
+                         "diff": far.get("diff", []),
+                         "cause": [table_cause(table_id, e) for _, e in far.iterrows()]})
+
+
+def _share(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.0f}%"
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
+           ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+
+
+def config_runs(cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]]) -> pd.DataFrame:
+    """Per shipped config: cells it expands to, cells in the store, their summed wall time
+    (the cells' manifests), and the datasets of the cells not in the store."""
+    have = dict(zip(cells["key"], cells["wall_seconds"])) if len(cells) and "wall_seconds" in cells else {}
+    recs = []
+    for name, cfg_cells in configs.items():
+        keys = [c["key"] for c in cfg_cells]
+        stored = [k for k in keys if k in have]
+        secs = [have[k] for k in stored if have[k] is not None and have[k] == have[k]]
+        missing = sorted({c["dataset"] for c in cfg_cells if c["key"] not in have})
+        recs.append({"config": name, "cells": len(keys), "stored": len(stored),
+                     "wall_seconds": float(sum(secs)) if secs else math.nan, "timed": len(secs),
+                     "not_stored": ", ".join(missing)})
+    return pd.DataFrame(recs, columns=["config", "cells", "stored", "wall_seconds", "timed", "not_stored"])
+
+
+def time_by_method(cell_rows: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Where the wall time goes: per method, the seconds its pooled rows record (one variant per
+    seed, summed over seeds and cells), and per cell kind the rest of the cells' wall time
+    ("Local training + setup" for protocol cells: federation, Local, evaluation)."""
+    if cell_rows.empty or cells.empty:
+        return pd.DataFrame(columns=["phase", "seconds", "cells"])
+    pooled = cell_rows[cell_rows["receiver"] == -1]
+    per_seed = pooled.drop_duplicates(["cell", "dataset", "seed", "method"])  # +CNLL repeats native's time
+    per_seed = per_seed[per_seed["seconds"].notna()]
+    spent = per_seed.groupby(["cell", "method"])["seconds"].sum()
+    wall = cells.set_index("key")["wall_seconds"].astype(float)
+    kind = cells.set_index("key")["kind"] if "kind" in cells else pd.Series("protocol", index=wall.index)
+    recs = []
+    for method, g in spent.groupby(level="method"):
+        recs.append({"phase": METHOD_LABELS.get(method, method), "seconds": float(g.sum()), "cells": int(len(g))})
+    used = spent.groupby(level="cell").sum().reindex(wall.index).fillna(0.0)
+    rest = (wall - used).dropna()
+    for k, g in rest.groupby(kind.reindex(rest.index)):
+        label = "Local training + setup (rest of protocol cells)" if k == "protocol" else f"{k} cells (rest)"
+        recs.append({"phase": label, "seconds": float(g.sum()), "cells": int(len(g))})
+    out = pd.DataFrame(recs, columns=["phase", "seconds", "cells"])
+    return out.sort_values(["seconds", "phase"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def _num(v: float, fmt: str = "{:.2f}") -> str:
+    return "–" if v is None or v != v else fmt.format(v)
+
+
+def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]], *,
+                 store_label: str = "results/", cell_rows: pd.DataFrame | None = None,
+                 tables: Sequence[str] | None = None) -> str:
+    """The text of REPRODUCTION.md (deterministic: no time stamps, no paths but ``store_label``).
+
+    ``rows``: the store's rows (:meth:`ResultsStore.load`); ``cells``: :meth:`ResultsStore.cells`;
+    ``configs``: config name → the cells it expands to (``Cell.describe()`` dicts);
+    ``cell_rows``: rows with a ``cell`` column (per-cell timing; optional)."""
+    comps = build_tables(rows if len(rows) else None, list(tables) if tables else None)
+    out = ["# Reproduction report: PACE and SPEAR", "",
+           f"Generated by `pace-nb report` from the results store `{store_label}` "
+           f"({len(cells)} cells, {len(rows)} rows). Regenerate it with the same command; do not edit by hand.",
+           f"Every registered table of both papers follows: each cell is ours (mean ± sample std over seeds) / "
+           f"the paper's (ours − paper). A setting without results in the store is marked \"{NOT_RUN}\" — "
+           f"never filled in.", ""]
+    # -- configs and wall time
+    runs = config_runs(cells, configs)
+    out += ["## Configs in the store", "",
+            "Wall time: the summed wall time of the config's stored cells (their manifests), "
+            "on the machine that ran them (a 2-core CPU, `OMP_NUM_THREADS=1`).", ""]
+    out += _md_table(["config", "cells stored / total", "wall time (s)", "datasets with cells not in the store"],
+                     [[f"`{r.config}`", f"{r.stored} / {r.cells}", _num(r.wall_seconds, "{:.0f}"),
+                       r.not_stored or "–"] for r in runs.itertuples()])
+    # -- agreement
+    out += ["", "## Agreement with the papers", "",
+            "Scored: entries in percentage points with a paper value (accuracy, F1, Δ, byte and α = 0 shares); "
+            "shares are over the entries run. \"Local/PACE\": the same for the rows of Local and PACE only.", ""]
+    agree_rows, far = [], []
+    for tid, comp in comps.items():
+        a, lp = agreement(comp), agreement(comp, ("local", "pace"))
+        agree_rows.append([tid, a["scored"], a["run"], *(_share(a[f"within_{b:g}"]) for b in BANDS),
+                           f"{_share(lp['within_1'])} of {lp['run']}"])
+        far.append(far_cells(tid, comp))
+    out += _md_table(["table", "scored", "run", "within 1", "within 2", "within 5", "Local/PACE within 1"],
+                     agree_rows)
+    far_frame = pd.concat(far, ignore_index=True) if far else pd.DataFrame()
+    out += ["", f"### Entries off by more than {LIST_ABOVE:g} points", "",
+            "Cause: the footnote of that table about the entry's method or dataset; \"–\" = no known cause.", ""]
+    if far_frame.empty:
+        out.append("None among the entries run.")
+    else:
+        out += _md_table(["table", "row", "column", "ours", "paper", "ours − paper", "cause"],
+                         [[r.table, r.row, r.col, _num(r.ours), _num(r.paper), f"{r.diff:+.2f}", r.cause or "–"]
+                          for r in far_frame.itertuples()])
+    # -- time
+    if cell_rows is not None:
+        t = time_by_method(cell_rows, cells)
+        out += ["", "## Where the time goes", "",
+                "Per method: the seconds its result rows record (summed over seeds and cells); the rest of each "
+                "cell's wall time is Local training and setup (protocol cells) or the SPEAR cell itself.", ""]
+        out += _md_table(["phase", "seconds", "cells"], [[r.phase, f"{r.seconds:.1f}", r.cells] for r in t.itertuples()]) \
+            if len(t) else ["(no timed cells)"]
+    # -- tables
+    out += ["", "## Tables", ""]
+    for tid, comp in comps.items():
+        out += [render_markdown(tid, comp).rstrip(), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def store_readme(cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]], *, store_label: str = "results/") -> str:
+    """The store's README: which configs and settings (cells) it holds, each with its wall time."""
+    have = {r["key"]: r for _, r in cells.iterrows()} if len(cells) else {}
+    runs = config_runs(cells, configs)
+    out = [f"# Results store `{store_label}`", "",
+           "Result rows of the shipped grid configs (`configs/*.toml`), one checksummed CSV per cell under "
+           "`cells/` with its manifest entry (`<key>.json`: sha256, rows, the cell's parameters, wall seconds). "
+           "Written by `pace-nb grid CONFIG --results results` on a 2-core CPU (`OMP_NUM_THREADS=1`); read by "
+           "`pace-nb tables`, `pace-nb report` and the notebooks when the user's own `data/results` holds no "
+           "cells. Read-only for runs: a grid without `--results` writes to `data/results`. Generated by "
+           "`pace-nb report`; the tables are in REPRODUCTION.md.", ""]
+    out += _md_table(["config", "cells stored / total", "wall time (s)"],
+                     [[f"`{r.config}`", f"{r.stored} / {r.cells}", _num(r.wall_seconds, "{:.0f}")]
+                      for r in runs.itertuples()])
+    for name, cfg_cells in configs.items():
+        out += ["", f"## `{name}`", ""]
+        out += _md_table(["cell", "setting", "rows", "wall time (s)"],
+                         [[f"`{c['key']}`", c.get("label", ""),
+                           str(int(have[c["key"]]["rows"])) if c["key"] in have else NOT_RUN,
+                           _num(have[c["key"]].get("wall_seconds") if c["key"] in have else math.nan, "{:.1f}")]
+                          for c in cfg_cells])
+    extra = sorted(set(have) - {c["key"] for v in configs.values() for c in v})
+    if extra:
+        out += ["", "## Cells of no shipped config", ""]
+        out += _md_table(["cell", "setting", "rows", "wall time (s)"],
+                         [[f"`{k}`", have[k].get("label", ""), str(int(have[k]["rows"])),
+                           _num(have[k].get("wall_seconds"), "{:.1f}")] for k in extra])
+    return "\n".join(out) + "\n"
+
+
+# -- reading a store and the shipped configs (the only I/O here; the CLI writes the file) ------
+def config_cells(config_paths: Sequence) -> dict[str, list[dict]]:
+    """Config file stem → the cells it expands to (``Cell.describe()``), in the given order."""
+    from pathlib import Path
+
+    from pace_nb.experiments.grid import expand, load_config
+
+    return {Path(p).stem: [c.describe() for c in expand(load_config(p))] for p in config_paths}
+
+
+def _store_cells(store) -> pd.DataFrame:
+    cells = store.cells()
+    if len(cells) and "wall_seconds" not in cells:
+        cells["wall_seconds"] = math.nan
+    return cells
+
+
+def report_from_store(store, config_paths: Sequence = (), tables: Sequence[str] | None = None) -> str:
+    """:func:`build_report` of a :class:`~pace_nb.experiments.store.ResultsStore` and config files."""
+    frames = [store.rows_of(k).assign(cell=k) for k in store.keys()]
+    cell_rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["cell", "receiver"])
+    return build_report(store.load(), _store_cells(store), config_cells(config_paths),
+                        store_label=f"{store.root.name}/", cell_rows=cell_rows, tables=tables)
+
+
+def readme_from_store(store, config_paths: Sequence = ()) -> str:
+    """:func:`store_readme` of a store and config files."""
+    return store_readme(_store_cells(store), config_cells(config_paths), store_label=f"{store.root.name}/")

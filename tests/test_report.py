@@ -1,0 +1,143 @@
+"""REPRODUCTION.md (`pace-nb report`), the shipped results store and the reading order of stores."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fake_results import make_rows
+from pace_nb.analysis import report
+from pace_nb.analysis.paper_values import paper_values
+from pace_nb.core import config
+from pace_nb.core.errors import ConfigError
+from pace_nb.experiments.store import ResultsStore, load_results
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _table1_rows(offsets: dict[tuple[str, str], float]) -> pd.DataFrame:
+    """Cora K = 10 Local + PACE rows whose seed means are the paper's Table 1 value + offset."""
+    paper = paper_values("pace", table="1").set_index(["dataset", "method", "metric"])["value"]
+    rows = make_rows(dataset="Cora", num_clients=10, receivers=False,
+                     methods={("local", "native", 0): 0.0, ("pace", "full", 6): 0.0})
+    for (method, metric), off in offsets.items():
+        sel = rows["method"] == method
+        rows.loc[sel, metric] = paper[("Cora", method, metric)] + off + 0.1 * (rows.loc[sel, "seed"] - 3)
+    return rows
+
+
+OFFSETS = {("local", "acc"): 0.5, ("local", "f1_weighted"): -1.5, ("pace", "acc"): 3.0, ("pace", "f1_weighted"): -6.0}
+
+
+def test_agreement_shares_by_hand():
+    comp = pd.DataFrame({"metric": ["acc", "acc", "f1_weighted", "f1_macro", "acc", "alpha_mean", "acc"],
+                         "method": ["local", "pace", "fedavg", "pace", "pace", "pace", "local"],
+                         "paper_mean": [70.0, 70.0, 70.0, 70.0, 70.0, 0.5, float("nan")],
+                         "diff": [0.5, -1.5, 3.0, 6.0, float("nan"), 9.0, 0.0],
+                         "status": ["ok", "ok", "ok", "ok", "not run", "ok", "ok"]})
+    a = report.agreement(comp)  # scored: the five point entries with a paper value; run: four of them
+    assert (a["scored"], a["run"]) == (5, 4)
+    assert (a["within_1"], a["within_2"], a["within_5"]) == (0.25, 0.5, 0.75)
+    lp = report.agreement(comp, ("local", "pace"))  # 0.5, -1.5, 6.0 (FedAvg's 3.0 left out)
+    assert (lp["run"], lp["within_1"], lp["within_2"], lp["within_5"]) == (3, 1 / 3, 2 / 3, 2 / 3)
+    assert report.agreement(comp.iloc[4:5])["within_1"] is None
+
+
+def test_report_from_fake_store(tmp_path):
+    store = ResultsStore(tmp_path / "store")
+    store.append(_table1_rows(OFFSETS), cell_key="k1", cell={"kind": "protocol", "dataset": "Cora"}, seconds=12.34)
+    configs = {"cfg": [{"key": "k1", "dataset": "Cora"}, {"key": "k2", "dataset": "PubMed"}]}
+    text = report.build_report(store.load(), store.cells(), configs, store_label="store/", tables=["1", "2"])
+    # Table 1, Cora: Local +0.5 / -1.5, PACE +3.0 / -6.0 → within 1: 1/4, 2: 2/4, 5: 3/4
+    assert "| 1 | 120 | 4 | 25% | 50% | 75% | 25% of 4 |" in text
+    assert "| 2 | 21 | 2 | 50% | 50% | 100% | 50% of 2 |" in text  # Table 2, Cora: Local +0.5, Full PACE +3.0
+    assert "| `cfg` | 1 / 2 | 12 | PubMed |" in text
+    far = [ln for ln in text.splitlines() if ln.startswith("| 1 | PACE")]
+    assert len(far) == 2 and "+3.00" in far[0] and "-6.00" in far[1]
+    assert "not run" in text and "store/" in text
+    assert text == report.build_report(store.load(), store.cells(), configs, store_label="store/", tables=["1", "2"])
+    readme = report.store_readme(store.cells(), configs, store_label="store/")
+    assert "| `cfg` | 1 / 2 | 12 |" in readme and "| `k2` |  | not run | – |" in readme
+
+
+def test_far_cell_causes_come_from_footnotes():
+    e = pd.Series({"method": "fedprox", "dataset": "Cora"})
+    assert report.table_cause("1", e).endswith("(FedProx)")
+    c = report.table_cause("2", pd.Series({"method": "pace", "dataset": "CiteSeer"}))  # Table 2 has no notes
+    assert c.startswith("Table 1 note") and c.endswith("(CiteSeer)")
+    assert report.table_cause("1", pd.Series({"method": "pace", "dataset": "Cora"})) == ""
+
+
+def _fake_repo(tmp_path, monkeypatch, shipped_cells=True, user_cells=False):
+    monkeypatch.delenv("PACE_NB_RESULTS", raising=False)
+    monkeypatch.setattr(config, "repo_root", lambda: tmp_path)
+    rows = make_rows(receivers=False)
+    if shipped_cells:
+        ResultsStore(tmp_path / "results").append(rows, cell_key="shipped")
+    if user_cells:
+        ResultsStore(tmp_path / "data" / "results").append(rows.assign(dataset="CiteSeer"), cell_key="mine")
+    return rows
+
+
+def test_reading_order_of_stores(tmp_path, monkeypatch):
+    _fake_repo(tmp_path, monkeypatch)
+    (tmp_path / "data" / "results").mkdir(parents=True)  # an empty user store does not hide the shipped one
+    store = ResultsStore.for_reading()
+    assert store.root == tmp_path / "results" and store.read_only
+    assert set(load_results().dataset) == {"Cora"}
+    ResultsStore(tmp_path / "data" / "results").append(make_rows(dataset="CiteSeer", receivers=False), cell_key="m")
+    assert ResultsStore.for_reading().root == tmp_path / "data" / "results"  # the user's own store wins
+    assert set(load_results().dataset) == {"CiteSeer"}
+    monkeypatch.setenv("PACE_NB_RESULTS", str(tmp_path / "env"))
+    assert ResultsStore.for_reading().root == tmp_path / "env" and load_results().empty
+    assert ResultsStore.for_reading(tmp_path / "results").root == tmp_path / "results"  # argument first
+    assert not ResultsStore.for_reading(tmp_path / "results").read_only  # named explicitly: the maintainer's store
+    with pytest.raises(ConfigError, match="does not exist"):
+        ResultsStore.for_reading(tmp_path / "nowhere", must_exist=True)
+
+
+def test_runs_never_write_into_the_shipped_store(tmp_path, monkeypatch):
+    from pace_nb.experiments.grid import parse_config, run_grid
+    from pace_nb.methods.registry import METHODS
+
+    _fake_repo(tmp_path, monkeypatch)
+    before = sorted(p.name for p in (tmp_path / "results" / "cells").iterdir())
+    shipped = ResultsStore.for_reading()
+    with pytest.raises(ConfigError, match="read-only"):
+        shipped.append(make_rows(receivers=False), cell_key="x")
+    with pytest.raises(ConfigError, match="read-only"):
+        shipped.discard("shipped")
+    cfg = parse_config('[grid]\nseeds = [1]\n[[experiment]]\ndatasets = ["demo"]\nmethods = ["local"]\n')
+    runner = lambda cell: make_rows(dataset=cell.dataset, seeds=cell.seeds, receivers=False,
+                                    methods={("local", "native", 0): 0.0})
+    rep = run_grid(cfg, runner=runner, known_methods=METHODS, progress=False)
+    assert rep.count("ran") == 1
+    assert sorted(p.name for p in (tmp_path / "results" / "cells").iterdir()) == before
+    assert ResultsStore(tmp_path / "data" / "results").keys() == [rep.records[0]["key"]]
+    assert ResultsStore(tmp_path / "data" / "results").cells()["wall_seconds"].notna().all()
+
+
+@pytest.mark.skipif(not (ROOT / "results" / "cells").is_dir(), reason="no shipped results store")
+def test_committed_report_matches_the_shipped_store():
+    text = report.report_from_store(ResultsStore(ROOT / "results", create=False), sorted((ROOT / "configs").glob("*.toml")))
+    committed = (ROOT / "REPRODUCTION.md").read_text(encoding="utf-8")
+    assert committed == text, "REPRODUCTION.md is stale: run `pace-nb report --store-readme` and commit it"
+    readme = report.readme_from_store(ResultsStore(ROOT / "results", create=False), sorted((ROOT / "configs").glob("*.toml")))
+    assert (ROOT / "results" / "README.md").read_text(encoding="utf-8") == readme
+
+
+def test_report_command_writes_and_checks(tmp_path, capsys):
+    from pace_nb.cli import main
+
+    ResultsStore(tmp_path / "res").append(_table1_rows(OFFSETS), cell_key="k1", seconds=3.0)
+    (tmp_path / "cfg").mkdir()
+    args = ["report", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "R.md"), "--configs", str(tmp_path / "cfg")]
+    assert main(args + ["--store-readme"]) == 0
+    text = (tmp_path / "R.md").read_text(encoding="utf-8")
+    assert "| 1 | 120 | 4 | 25% | 50% | 75% | 25% of 4 |" in text and (tmp_path / "res" / "README.md").is_file()
+    assert main(args + ["--store-readme", "--check"]) == 0
+    (tmp_path / "R.md").write_text(text + "edited\n", encoding="utf-8")
+    assert main(args + ["--check"]) == 1
+    assert main(["report", "--results", str(tmp_path / "nope"), "--out", str(tmp_path / "R2.md")]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "R2.md").exists()
