@@ -301,10 +301,10 @@ def test_failing_cell_reported_then_rerun_completes_only_it(ray_runtime, tmp_pat
 
 def test_interrupted_ray_grid_resumes_missing_cells_only(ray_runtime, tmp_path):
     class Interrupting(ResultsStore):
-        def append(self, rows, cell_key=None, cell=None):
+        def append(self, rows, cell_key=None, cell=None, **kw):
             if len(self.keys()) == 2:
                 raise KeyboardInterrupt
-            return super().append(rows, cell_key, cell)
+            return super().append(rows, cell_key, cell, **kw)
 
     root = tmp_path / "r"
     with pytest.raises(KeyboardInterrupt):
