@@ -199,7 +199,7 @@ def connect(options: RayOptions) -> bool:
                 if attempt == 2:
                     msg = " ".join(str(exc).split())[:200]
                     raise ConfigError(f"the local Ray runtime did not start ({msg}); is the machine overloaded? "
-                                      f"see /tmp/ray/session_latest/logs") from None
+                                      "see session_latest/logs in Ray's temporary folder") from None
     if kind in ("gcs", "client"):
         probe(host, port, min(options.connect_timeout, 5.0))
     if kind == "client":
