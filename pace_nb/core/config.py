@@ -84,14 +84,11 @@ def ensure_dir(p: Path, what: str, hint: str = "") -> Path:
 def check_writable(p: Path, what: str, hint: str = "") -> Path:
     """Raise ConfigError unless a file can be created in folder ``p`` (probed, so root and
     read-only file systems are judged alike)."""
-    import tempfile
-
     from pace_nb.core.errors import ConfigError
+    from pace_nb.core.io import write_probe
 
     try:
-        fd, tmp = tempfile.mkstemp(dir=p, prefix=".write-probe.")
-        os.close(fd)
-        os.unlink(tmp)
+        write_probe(p)
     except OSError as exc:
         raise ConfigError(f"{what} {p} is not writable ({exc.strerror or exc}){hint}") from None
     return p

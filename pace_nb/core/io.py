@@ -57,6 +57,14 @@ def _nearest_existing(p: Path) -> Path:
     return p
 
 
+def write_probe(folder: str | os.PathLike) -> None:
+    """Create and remove a file in ``folder``; raises ``OSError`` when that is not possible
+    (probed rather than judged from permission bits, so root and read-only mounts are alike)."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".write-probe.")
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def _probe(folder: Path, what: str, target: Path) -> None:
     from pace_nb.core.errors import ConfigError
 
@@ -64,9 +72,7 @@ def _probe(folder: Path, what: str, target: Path) -> None:
     if not base.is_dir():
         raise ConfigError(f"{what} {target}: {base} is a file, not a folder")
     try:
-        fd, tmp = tempfile.mkstemp(dir=base, prefix=".write-probe.")
-        os.close(fd)
-        os.unlink(tmp)
+        write_probe(base)
     except OSError as exc:
         raise ConfigError(f"{what} {target}: cannot write in {base} ({exc.strerror or exc})") from None
 

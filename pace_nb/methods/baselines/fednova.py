@@ -93,9 +93,7 @@ class FedNovaSGD(FedNova):
     label = "FedNova-SGD"
 
     @dataclass(frozen=True)
-    class Config:
-        tau: str = "steps"
-        weighting: str = "nodes"
+    class Config(FedNova.Config):
         momentum: float = 0.9
 
     def validate(self) -> None:
