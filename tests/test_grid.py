@@ -224,3 +224,26 @@ def test_spear_robustness_cells_record_the_perturbation_scope():
     assert {json.loads(c.options)["scope"] for c in glob} == {"global"} and glob[0].key != cells[0].key
     with pytest.raises(ConfigError, match="perturbation scope"):
         expand(parse_config('[[spear]]\ndatasets = ["Cora"]\nrobustness = true\nscope = "server"\n'))
+
+
+def test_method_groups_share_one_local_training_with_identical_rows(tmp_path, monkeypatch):
+    """A setting's method groups train Local once (LocalReuse); every row equals a fresh run's."""
+    import pace_nb.nn.training as training
+    from pace_nb.experiments.cells import run_cell
+
+    cfg = parse_config('[grid]\nseeds = [104729, 130363]\n[[experiment]]\ndatasets = ["demo"]\nclients = [3, 4]\n'
+                       'methods = ["local", "pace", "fedavg", "fedprox"]\n'
+                       'method_groups = [["local", "pace"], ["fedavg"], ["fedprox"]]\ntrain = { epochs = 4 }\n')
+    calls = []
+    real = training.train_local
+    monkeypatch.setattr(training, "train_local", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    store = ResultsStore(tmp_path)
+    assert run_grid(cfg, store, progress=False, device="cpu").count("ran") == 6
+    assert len(calls) == 2  # one Local training per setting (K = 3, K = 4), not one per cell
+    calls.clear()
+    fresh = ResultsStore(tmp_path / "fresh")  # a runner of its own: each cell trains Local inside run_protocol
+    run_grid(cfg, fresh, progress=False, runner=lambda c: run_cell(c, device="cpu"))
+    assert len(calls) == 6
+    for cell in expand(cfg):
+        a, b = (s.rows_of(cell.key).drop(columns="seconds") for s in (store, fresh))
+        assert a.to_csv(index=False) == b.to_csv(index=False)

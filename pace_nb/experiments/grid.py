@@ -2,8 +2,8 @@
 
 A *cell* is the unit of work and of storage: (dataset, partition [β], K, data seed, a batch
 of run seeds, a group of methods). One cell is ONE :func:`pace_nb.methods.protocol.run_protocol`
-call, so the batched trainer trains every seed × client of the cell at once and Local is
-trained once for all methods of the group. SPEAR cells run SPEAR's ablation (and, if asked,
+call, so the batched trainer trains every seed × client of the cell at once; consecutive cells
+of one setting (its method groups) share one Local training (:class:`~pace_nb.experiments.cells.LocalReuse`). SPEAR cells run SPEAR's ablation (and, if asked,
 robustness / efficiency) for a batch of data seeds. Each finished cell is written atomically
 under its stable key; a rerun skips finished cells, so Ctrl-C or ``kill -9`` loses at most the
 cell in flight and never duplicates rows. :func:`expand` + :func:`run_cell` are separate from
@@ -16,7 +16,7 @@ import json
 import math
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -25,7 +25,8 @@ import pandas as pd
 from pace_nb.core.config import DATA_SEED, PAPER_SEEDS, progress as progress_bar
 from pace_nb.core.errors import ConfigError, MissingDataError, PaceNBError
 from pace_nb.core.validation import check_seeds, config_from_mapping, config_keys
-from pace_nb.experiments.store import ResultsStore, stable_key
+from pace_nb.experiments.cells import Cell, LocalReuse, local_key, pace_params, run_cell  # noqa: F401 (re-exported)
+from pace_nb.experiments.store import ResultsStore
 from pace_nb.methods.spear.core import SpearConfig
 from pace_nb.nn.training import TrainConfig
 
@@ -39,42 +40,6 @@ SPEAR_KEYS = {"name", "datasets", "beta", "clients", "seeds", "seed_batch", "var
               "robustness", "rho", "eta", "scope", "efficiency", "rounds"} | config_keys(SpearConfig)
 #: [[spear]] keys of SPEAR's comparison (Tab. 1/3): methods beside SPEAR, run seed, their parameters.
 SPEAR_KEYS |= {"methods", "run_seed", "local_epochs", "method_params", "train"}
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One unit of work; ``key`` is a stable hash of every field (JSON)."""
-
-    kind: str  # "protocol" | "spear"
-    dataset: str
-    partition: str
-    num_clients: int
-    beta: float | None
-    data_seed: int
-    seeds: tuple[int, ...]
-    methods: tuple[str, ...]
-    variants: tuple[str, ...] = ("full",)  # PACE variants (protocol) or SPEAR ablation variants (spear)
-    ranks: tuple[int, ...] = (6,)
-    options: str = "{}"  # JSON: train config / method params (protocol), SPEAR options (spear)
-
-    @property
-    def key(self) -> str:
-        return stable_key(asdict(self))
-
-    @property
-    def label(self) -> str:
-        part = self.partition + (f"(β={self.beta:g})" if self.beta is not None else "")
-        seeds = f"{len(self.seeds)} seeds" if len(self.seeds) > 1 else f"seed {self.seeds[0]}"
-        what = "+".join(self.methods) if len(self.methods) <= 4 else f"{self.methods[0]}+…+{self.methods[-1]} ({len(self.methods)})"
-        if self.kind == "spear":
-            opts = json.loads(self.options)
-            what += f" [{','.join(self.variants)}]" + "".join(f" +{k}" for k in ("robustness", "efficiency") if opts.get(k))
-        elif self.variants != ("full",) or self.ranks != (6,):
-            what += f" [{','.join(self.variants)}; r={','.join(map(str, self.ranks))}]"
-        return f"{self.dataset} {part} K={self.num_clients} {seeds} {what}"
-
-    def describe(self) -> dict:
-        return {**asdict(self), "key": self.key, "label": self.label}
 
 
 @dataclass
@@ -288,69 +253,6 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
     return cells
 
 
-# -- running one cell -----------------------------------------------------------------------
-def _run_spear_cell(cell: Cell, data_root=None) -> pd.DataFrame:
-    from pace_nb.methods.spear import analysis as sa
-    from pace_nb.methods.spear.core import SpearConfig
-
-    opts = json.loads(cell.options)
-    config = SpearConfig(**{k: opts[k] for k in ("T", "a", "gamma") if k in opts})
-    frames = []
-    for seed in cell.seeds:
-        fg = sa.federation(cell.dataset, beta=cell.beta, num_clients=cell.num_clients, seed=seed, data_root=data_root)
-        if cell.methods != ("spear",):  # SPEAR's comparison (Tab. 1/3): every method on the complete graph
-            from pace_nb.core.config import PAPER_SEEDS
-            from pace_nb.methods.oneshot.compare import run_comparison
-
-            frames.append(run_comparison(fg, cell.methods, rounds=int(opts.get("rounds", 100)),
-                                         local_epochs=opts.get("local_epochs"),
-                                         run_seed=int(opts.get("run_seed", PAPER_SEEDS[0])),
-                                         config=TrainConfig(**opts.get("train", {})), spear_config=config,
-                                         method_params=opts.get("method_params")))
-            continue
-        frames.append(sa.ablation(fg, config, cell.variants))
-        if opts.get("robustness"):
-            rob = sa.robustness(fg, config, rho=opts.get("rho", 0.5), eta=opts.get("eta", 0.5),
-                                scope=opts.get("scope", "global"))
-            rob = rob[rob["condition"] != "clean"].copy()  # clean = the ablation's "full" row
-            rob["variant"] = rob["condition"].map({"edges": "edge_noise", "features": "feature_noise"})
-            frames.append(rob)
-        if opts.get("efficiency"):
-            eff = sa.communication(fg, config, rounds=int(opts.get("rounds", 100)))
-            eff["variant"] = eff["method"].map({"spear": "comm", "fedavg": "multiround"})
-            frames.append(eff)
-    return pd.concat(frames, ignore_index=True)
-
-
-def pace_params(method_params: dict | None, variants, ranks) -> dict:
-    """``method_params`` with PACE's variants and ranks under ``"pace"``."""
-    params = {k: dict(v) for k, v in (method_params or {}).items()}
-    params.setdefault("pace", {}).update({"variants": tuple(variants), "ranks": tuple(int(r) for r in ranks)})
-    return params
-
-
-def run_cell(cell: Cell, *, data_root=None, device="auto", progress: bool = False, fg=None) -> pd.DataFrame:
-    """Compute one cell's result rows (pure of the store; safe to call on a remote worker).
-
-    ``fg``: the cell's ready ``FederatedGraph`` (protocol cells; e.g. shared by Ray), else built here.
-    """
-    if cell.kind == "spear":
-        rows = _run_spear_cell(cell, data_root)
-    else:
-        from pace_nb.methods.protocol import run_protocol
-        from pace_nb.nn.training import TrainConfig
-
-        opts = json.loads(cell.options)
-        rows = run_protocol(cell.dataset if fg is None else fg, partition=cell.partition, num_clients=cell.num_clients, seeds=cell.seeds,
-                            methods=cell.methods, data_seed=cell.data_seed, data_root=data_root, device=device,
-                            progress=progress, train_config=TrainConfig(**opts.get("train", {})), beta=cell.beta,
-                            method_params=pace_params(opts.get("method_params"), cell.variants, cell.ranks))
-    rows = pd.DataFrame(rows)
-    if "beta" not in rows.columns:
-        rows["beta"] = cell.beta if cell.beta is not None else math.nan
-    return rows
-
-
 # -- the grid loop ------------------------------------------------------------------------
 @dataclass
 class GridReport:
@@ -413,7 +315,8 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
     report = GridReport(list(status.values()))  # config order; records are updated in place
     if dry_run:
         return report
-    fn = runner or (lambda c, **kw: run_cell(c, data_root=data_root, device=device, progress=False, **kw))
+    reuse = LocalReuse() if executor is None and runner is None else None  # in-process: groups share Local
+    fn = runner or (lambda c, **kw: run_cell(c, data_root=data_root, device=device, progress=False, reuse=reuse, **kw))
     if executor is not None and hasattr(executor, "bind"):  # Ray: share graphs (runner takes fg=), GPUs
         executor.bind(data_root=data_root, device=device, share_graphs=runner is None)
 

@@ -87,6 +87,20 @@ def record_setting(params, fg, train_config) -> list[str]:
     return out
 
 
+def federation(dataset: str, *, partition: str = "louvain", num_clients: int = 10, data_seed: int = DATA_SEED,
+               beta: float | None = None, data_root=None):
+    """The :class:`~pace_nb.data.federation.FederatedGraph` :func:`run_protocol` builds for a dataset name."""
+    from pace_nb.data.federation import build_federated
+
+    kw = {"beta": beta} if beta is not None else {}
+    return build_federated(dataset, scheme=partition, num_clients=num_clients, seed=data_seed, data_root=data_root, **kw)
+
+
+def needs_local(methods: Sequence[str]) -> bool:
+    """Whether any of ``methods`` uses the trained Local models."""
+    return any("local" in get_method(m).needs for m in check_names(methods, "methods"))
+
+
 def run_protocol(
     dataset,
     *,
@@ -122,14 +136,8 @@ def run_protocol(
         params["pace"]["ranks"] = check_ranks(params["pace"]["ranks"])
     if "variants" in params.get("pace", {}):
         params["pace"]["variants"] = check_names(params["pace"]["variants"], "PACE variants")
-    if isinstance(dataset, str):
-        from pace_nb.data.federation import build_federated
-
-        kw = {"beta": beta} if beta is not None else {}
-        fg = build_federated(dataset, scheme=partition, num_clients=num_clients, seed=data_seed,
-                             data_root=data_root, **kw)
-    else:
-        fg = dataset
+    fg = federation(dataset, partition=partition, num_clients=num_clients, data_seed=data_seed, beta=beta,
+                    data_root=data_root) if isinstance(dataset, str) else dataset
     train_config = train_config or (local.config if local is not None else TrainConfig())
     logits = None
     if local is not None:

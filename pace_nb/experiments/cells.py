@@ -1,0 +1,163 @@
+"""Grid cells: what one unit of work is, and how its result rows are computed.
+
+A :class:`Cell` is (dataset, partition [β], K, data seed, a batch of run seeds, a group of
+methods); :func:`run_cell` computes its rows with ONE :func:`pace_nb.methods.protocol.run_protocol`
+call (protocol cells) or SPEAR's ablation / robustness / efficiency / comparison (SPEAR cells).
+A :class:`LocalReuse` carried from cell to cell lets the method groups of one setting share the
+federation and the trained Local models.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+from pace_nb.experiments.store import stable_key
+from pace_nb.nn.training import TrainConfig
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One unit of work; ``key`` is a stable hash of every field (JSON)."""
+
+    kind: str  # "protocol" | "spear"
+    dataset: str
+    partition: str
+    num_clients: int
+    beta: float | None
+    data_seed: int
+    seeds: tuple[int, ...]
+    methods: tuple[str, ...]
+    variants: tuple[str, ...] = ("full",)  # PACE variants (protocol) or SPEAR ablation variants (spear)
+    ranks: tuple[int, ...] = (6,)
+    options: str = "{}"  # JSON: train config / method params (protocol), SPEAR options (spear)
+
+    @property
+    def key(self) -> str:
+        return stable_key(asdict(self))
+
+    @property
+    def label(self) -> str:
+        part = self.partition + (f"(β={self.beta:g})" if self.beta is not None else "")
+        seeds = f"{len(self.seeds)} seeds" if len(self.seeds) > 1 else f"seed {self.seeds[0]}"
+        what = "+".join(self.methods) if len(self.methods) <= 4 else f"{self.methods[0]}+…+{self.methods[-1]} ({len(self.methods)})"
+        if self.kind == "spear":
+            opts = json.loads(self.options)
+            what += f" [{','.join(self.variants)}]" + "".join(f" +{k}" for k in ("robustness", "efficiency") if opts.get(k))
+        elif self.variants != ("full",) or self.ranks != (6,):
+            what += f" [{','.join(self.variants)}; r={','.join(map(str, self.ranks))}]"
+        return f"{self.dataset} {part} K={self.num_clients} {seeds} {what}"
+
+    def describe(self) -> dict:
+        return {**asdict(self), "key": self.key, "label": self.label}
+
+
+# -- running one cell -----------------------------------------------------------------------
+def _run_spear_cell(cell: Cell, data_root=None) -> pd.DataFrame:
+    from pace_nb.methods.spear import analysis as sa
+    from pace_nb.methods.spear.core import SpearConfig
+
+    opts = json.loads(cell.options)
+    config = SpearConfig(**{k: opts[k] for k in ("T", "a", "gamma") if k in opts})
+    frames = []
+    for seed in cell.seeds:
+        fg = sa.federation(cell.dataset, beta=cell.beta, num_clients=cell.num_clients, seed=seed, data_root=data_root)
+        if cell.methods != ("spear",):  # SPEAR's comparison (Tab. 1/3): every method on the complete graph
+            from pace_nb.core.config import PAPER_SEEDS
+            from pace_nb.methods.oneshot.compare import run_comparison
+
+            frames.append(run_comparison(fg, cell.methods, rounds=int(opts.get("rounds", 100)),
+                                         local_epochs=opts.get("local_epochs"),
+                                         run_seed=int(opts.get("run_seed", PAPER_SEEDS[0])),
+                                         config=TrainConfig(**opts.get("train", {})), spear_config=config,
+                                         method_params=opts.get("method_params")))
+            continue
+        frames.append(sa.ablation(fg, config, cell.variants))
+        if opts.get("robustness"):
+            rob = sa.robustness(fg, config, rho=opts.get("rho", 0.5), eta=opts.get("eta", 0.5),
+                                scope=opts.get("scope", "global"))
+            rob = rob[rob["condition"] != "clean"].copy()  # clean = the ablation's "full" row
+            rob["variant"] = rob["condition"].map({"edges": "edge_noise", "features": "feature_noise"})
+            frames.append(rob)
+        if opts.get("efficiency"):
+            eff = sa.communication(fg, config, rounds=int(opts.get("rounds", 100)))
+            eff["variant"] = eff["method"].map({"spear": "comm", "fedavg": "multiround"})
+            frames.append(eff)
+    return pd.concat(frames, ignore_index=True)
+
+
+def pace_params(method_params: dict | None, variants, ranks) -> dict:
+    """``method_params`` with PACE's variants and ranks under ``"pace"``."""
+    params = {k: dict(v) for k, v in (method_params or {}).items()}
+    params.setdefault("pace", {}).update({"variants": tuple(variants), "ranks": tuple(int(r) for r in ranks)})
+    return params
+
+
+@dataclass
+class LocalReuse:
+    """The federation and Local models of the last protocol setting, handed to the next cell of the
+    same setting: a grid's method groups train Local once (rows are bitwise those of separate runs).
+
+    ``key``: :func:`local_key` of the held setting; ``trained`` / ``reused``: how often Local was
+    trained / handed on.
+    """
+
+    key: str | None = None
+    fg: object = None
+    local: object = None
+    trained: int = 0
+    reused: int = 0
+
+
+def local_key(cell: Cell, device) -> str:
+    """What Local's models depend on: the federation, the seeds, the training config and the device."""
+    train = json.loads(cell.options).get("train", {})
+    return stable_key(dict(dataset=cell.dataset, partition=cell.partition, num_clients=cell.num_clients, beta=cell.beta,
+                           data_seed=cell.data_seed, seeds=list(cell.seeds), train=train, device=str(device)))
+
+
+def _shared_local(cell: Cell, reuse: LocalReuse, fg, data_root, device, config):
+    from pace_nb.methods.protocol import federation, needs_local
+    from pace_nb.nn.training import train_local
+
+    key = local_key(cell, device)
+    if reuse.key != key:
+        built = fg if fg is not None else federation(cell.dataset, partition=cell.partition, num_clients=cell.num_clients,
+                                                     data_seed=cell.data_seed, beta=cell.beta, data_root=data_root)
+        reuse.key, reuse.fg, reuse.local = key, built, None
+    if reuse.local is None and needs_local(cell.methods):
+        reuse.local = train_local(reuse.fg, cell.seeds, config, device=device, progress=False)
+        reuse.trained += 1
+    elif reuse.local is not None:
+        reuse.reused += 1
+    return reuse.fg, reuse.local
+
+
+def run_cell(cell: Cell, *, data_root=None, device="auto", progress: bool = False, fg=None,
+             reuse: LocalReuse | None = None) -> pd.DataFrame:
+    """Compute one cell's result rows (pure of the store; safe to call on a remote worker).
+
+    ``fg``: the cell's ready ``FederatedGraph`` (protocol cells; e.g. shared by Ray), else built here.
+    ``reuse``: a :class:`LocalReuse` carried from cell to cell (protocol cells of one setting then
+    share the federation and the Local models).
+    """
+    if cell.kind == "spear":
+        rows = _run_spear_cell(cell, data_root)
+    else:
+        from pace_nb.methods.protocol import run_protocol
+        from pace_nb.nn.training import TrainConfig
+
+        opts = json.loads(cell.options)
+        config, local = TrainConfig(**opts.get("train", {})), None
+        if reuse is not None:
+            fg, local = _shared_local(cell, reuse, fg, data_root, device, config)
+        rows = run_protocol(cell.dataset if fg is None else fg, partition=cell.partition, num_clients=cell.num_clients, seeds=cell.seeds,
+                            methods=cell.methods, data_seed=cell.data_seed, data_root=data_root, device=device,
+                            progress=progress, train_config=config, beta=cell.beta, local=local,
+                            method_params=pace_params(opts.get("method_params"), cell.variants, cell.ranks))
+    rows = pd.DataFrame(rows)
+    if "beta" not in rows.columns:
+        rows["beta"] = cell.beta if cell.beta is not None else math.nan
+    return rows
