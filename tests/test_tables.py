@@ -122,6 +122,10 @@ def test_spear_tables():
     assert rob.loc[("all", "edge_noise"), "ours_mean"] == pytest.approx(0.4)
     assert rob.loc[("Computers", "feature_noise"), "ours_mean"] == pytest.approx(1.0)
     assert "not run / 18.80" in T.render_markdown("spear-efficiency", T.comparison("spear-efficiency", rows))
+    # SPEAR's comparison writes spear/full rows too (params.evaluation): they stay out of Tab. 4's cells
+    comp = rows[rows.variant == "full"].assign(acc=50.0, params='{"beta": 0.05, "evaluation": "complete_graph"}')
+    both = T.comparison("spear-ablation", pd.concat([rows, comp])).set_index(["dataset", "variant"])
+    assert both.loc[("Computers", "full"), "ours_mean"] == 81.0 and both.loc[("Computers", "full"), "n_seeds"] == 2
 
 
 def test_cli_writes_every_format(tmp_path):

@@ -27,13 +27,18 @@ def label(e) -> str:
     return base + (f" [{e.variant}]" if e.variant.startswith("hidden") else "")
 
 
+def is_comparison(params: pd.Series) -> pd.Series:
+    """Which rows were written by SPEAR's comparison (``params.evaluation`` starts with
+    "complete_graph"); its SPEAR row shares method/variant ``spear/full`` with the ablation's."""
+    return params.astype(str).str.contains('"evaluation": "complete_graph', regex=False)
+
+
 def _comparison_rows(rows: pd.DataFrame | None) -> pd.DataFrame | None:
-    """Rows scored by SPEAR's protocol (``params.evaluation`` starts with "complete_graph")."""
+    """Rows scored by SPEAR's comparison protocol (:func:`is_comparison`)."""
     if rows is None or not len(rows):
         return None
     r = normalize_rows(rows)
-    keep = r["params"].astype(str).str.contains('"evaluation": "complete_graph', regex=False)
-    return r[keep & (r.partition == "dirichlet") & (r.receiver == -1)]
+    return r[is_comparison(r["params"]) & (r.partition == "dirichlet") & (r.receiver == -1)]
 
 
 def ours(e: pd.Series, rows: pd.DataFrame | None) -> tuple[float, float, int]:

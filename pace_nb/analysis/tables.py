@@ -239,6 +239,8 @@ def _spear_ours(e: pd.Series, rows: pd.DataFrame | None, scope: str = "clients")
     if rows is None or not len(rows):
         return math.nan, math.nan, 0
     r = normalize_rows(rows)
+    if "params" in r.columns:  # SPEAR's comparison rows belong to Tab. 1/3 (analysis.spear_comparison)
+        r = r[~sc.is_comparison(r["params"])]
     if e.metric == "max_drop_pts" and "params" in r.columns:  # robustness rows of the other scope are left out
         r = r[[_row_scope(p) in ("", scope) for p in r["params"]]]
     r = r[(r.partition == "dirichlet") & (r.num_clients == e.num_clients) & (r.receiver == -1)
