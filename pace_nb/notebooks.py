@@ -62,6 +62,19 @@ class NotebookContext:
     results_dir: str | None
     figures_dir: Path
     saved: list[Path] = field(default_factory=list)
+    figure_data: dict[str, str] = field(default_factory=dict)  # name → "stored" (read) | "computed"
+
+    def cached(self, name: str, compute, **params):
+        """``compute()`` (a DataFrame or a dict of arrays) as stored figure data
+        (:mod:`pace_nb.experiments.artifacts`): read when it was stored before for this notebook,
+        dataset, clients, seeds, rank and ``params``; else computed and stored for the next run."""
+        from pace_nb.experiments.artifacts import cached
+
+        base = {"dataset": self.dataset, "clients": self.clients, "seeds": list(self.seeds), "rank": self.rank}
+        ran = []
+        value = cached(self.notebook, name, {**base, **params}, lambda: ran.append(1) or compute(), self.results_dir)
+        self.figure_data[name] = "computed" if ran else "stored"
+        return value
 
     def save(self, fig, what: str, dataset: bool = True) -> None:
         """Save ``fig`` as ``<notebook prefix>_<what>[_<dataset>]`` (PNG + PDF; paths appended
@@ -74,6 +87,11 @@ class NotebookContext:
     def describe(self) -> str:
         return (f"{self.notebook}: dataset={self.dataset}, clients={self.clients}, seeds={list(self.seeds)}, "
                 f"rank={self.rank}, device={self.device}, figures → {self.figures_dir}")
+
+    def figure_data_note(self) -> str:
+        """Which figure data this run read from the store and which it computed."""
+        got = {k: [n for n, v in self.figure_data.items() if v == k] for k in ("stored", "computed")}
+        return "; ".join(f"{k}: {', '.join(v)}" for k, v in got.items() if v) or "no figure data"
 
 
 def resolve_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:

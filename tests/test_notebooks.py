@@ -211,6 +211,20 @@ def test_notebook_runs_quick(path, tmp_path):
         assert {p[:-4] for p in pngs} == {p.stem for p in figs.glob("*.pdf")}
         shown = sum("image/png" in o.get("data", {}) for c in out.cells if c.cell_type == "code" for o in c.outputs)
         assert shown >= len(pngs)
+    if path.stem == "06_paper_tables":
+        return
+    # figure data: the first run computed and stored it; a rerun reads it all and trains nothing
+    assert "computed: " in _printed(out) and "stored: " not in _printed(out)
+    again = nbr.run_notebooks([path.stem], quick=True, datasets=["demo"], figures_dir=figs, force=True,
+                              build_dir=tmp_path / "build", results_dir=str(tmp_path / "results"))
+    text = _printed(nbformat.read(again[0].output, as_version=4))
+    assert "stored: " in text and "computed: " not in text, text[-500:]
+    assert sorted(p.name for p in figs.glob("*.png")) == pngs
+
+
+def _printed(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                   if o.output_type == "stream")
 
 
 WIDGET_BODY = """\

@@ -100,11 +100,17 @@ def cache_dir(path: str | os.PathLike | None = None) -> Path:
     return ensure_dir(p, "cache folder", "; point $PACE_NB_CACHE at a writable folder")
 
 
+def user_results_dir(path: str | os.PathLike | None = None) -> Path:
+    """The writable results store's path (argument > ``$PACE_NB_RESULTS`` > ``<repo>/data/results``); not created."""
+    return Path(path) if path else Path(os.environ["PACE_NB_RESULTS"]) if os.environ.get("PACE_NB_RESULTS") \
+        else _default_dir("results")
+
+
 def results_dir(path: str | os.PathLike | None = None, create: bool = True) -> Path:
     """Results store: argument > ``$PACE_NB_RESULTS`` > ``<repo>/data/results``.
 
     ``create=False``: the folder must already exist (readers such as ``pace-nb tables``)."""
-    p = Path(path) if path else Path(os.environ["PACE_NB_RESULTS"]) if os.environ.get("PACE_NB_RESULTS") else _default_dir("results")
+    p = user_results_dir(path)
     if not create:
         from pace_nb.core.errors import ConfigError
 

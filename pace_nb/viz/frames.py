@@ -123,6 +123,23 @@ class ReceiverLogits:
     test_mask: list[Tensor]
     alpha_star: dict[int, float] = field(default_factory=dict)
 
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Flat arrays (receivers concatenated, ``sizes`` per receiver) for figure-data storage."""
+        cat = lambda ts: torch.cat([t.detach().cpu() for t in ts]).numpy()
+        return {"z_local": cat(self.z_local), "z_external": cat(self.z_external), "y": cat(self.y),
+                "val_mask": cat(self.val_mask), "test_mask": cat(self.test_mask),
+                "sizes": np.array([len(t) for t in self.y], dtype=np.int64),
+                "alpha_star": np.array([self.alpha_star.get(i, np.nan) for i in range(len(self.y))], dtype=np.float64)}
+
+    @classmethod
+    def from_arrays(cls, arrays) -> "ReceiverLogits":
+        """Inverse of :meth:`to_arrays`."""
+        cuts = np.cumsum(arrays["sizes"])[:-1]
+        split = lambda a: [torch.from_numpy(np.ascontiguousarray(x)) for x in np.split(np.asarray(a), cuts)]
+        alpha = {i: float(a) for i, a in enumerate(arrays["alpha_star"]) if a == a}
+        return cls(split(arrays["z_local"]), split(arrays["z_external"]), split(arrays["y"]),
+                   split(arrays["val_mask"]), split(arrays["test_mask"]), alpha)
+
     def blend_predictions(self, receiver: int, alpha: float) -> Tensor:
         """Predicted classes of ``receiver``'s nodes at ``alpha`` (Eq. 1)."""
         from pace_nb.methods.calibration import blend
@@ -243,6 +260,21 @@ def federated_hidden(fg, methods: Sequence[str], rounds: int, seed: int, device=
         h = hidden_representation(fg, [fed.model(0, k) for k in range(fg.num_clients)])
         hidden[m] = (lambda g, h=h: h)
     return hidden, skipped
+
+
+def representation_frames(fg, baselines: Sequence[str], rounds: int, seed: int, device="auto"
+                          ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """SPEAR Fig. 2 inputs: (silhouette scores, UMAP coordinates) of SPEAR's representations and
+    the hidden layers of ``baselines`` after ``rounds`` rounds (:func:`federated_hidden`; a
+    baseline that cannot run here is left out with a warning)."""
+    import warnings
+
+    from pace_nb.methods.spear.analysis import representation_study
+
+    hidden, skipped = federated_hidden(fg, baselines, rounds=rounds, seed=seed, device=device)
+    for name, why in skipped.items():
+        warnings.warn(f"left out {name}: {why}", RuntimeWarning, stacklevel=2)
+    return representation_study(fg, hidden=hidden, umap=True)
 
 
 def prototype_frames(fg, config=None, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
