@@ -67,6 +67,10 @@ def test_far_cell_causes_come_from_footnotes():
     c = report.table_cause("2", pd.Series({"method": "pace", "dataset": "CiteSeer"}))  # Table 2 has no notes
     assert c.startswith("Table 1 note") and c.endswith("(CiteSeer)")
     assert report.table_cause("1", pd.Series({"method": "pace", "dataset": "Cora"})) == ""
+    # Table 12's table-wide note (the partition draw) covers its entries without a specific note, only there
+    assert report.table_cause("12", pd.Series({"method": "pace", "dataset": "Cora"})).endswith("(every entry)")
+    assert report.table_cause("12", pd.Series({"method": "fedprox", "dataset": "Cora"})).endswith("(FedProx)")
+    assert report.table_cause("5", pd.Series({"method": "pace", "dataset": "Cora"})) == ""
 
 
 def _fake_repo(tmp_path, monkeypatch, shipped_cells=True, user_cells=False):

@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from pace_nb.analysis.gap_notes import EVERY_ENTRY
 from pace_nb.analysis.tables import NOT_RUN, TABLES, build_tables, canonical_method, render_markdown
 from pace_nb.core.schema import METHOD_LABELS
 
@@ -52,12 +53,17 @@ def note_subject(note: str) -> str:
     return note.split(":", 1)[0].strip()
 
 
-def cause_of(entry: pd.Series, notes: Sequence[str]) -> str:
-    """``"note i (subject)"`` for the footnote about the entry's method or dataset, else ``""``."""
+def cause_of(entry: pd.Series, notes: Sequence[str], table_wide: bool = True) -> str:
+    """``"note i (subject)"`` for the footnote about the entry's method or dataset, else (with
+    ``table_wide``) the table-wide footnote (subject :data:`~pace_nb.analysis.gap_notes.EVERY_ENTRY`),
+    else ``""``."""
     for i, note in enumerate(notes, 1):
         subject = note_subject(note)
         if canonical_method(subject) == canonical_method(entry["method"]) or subject == entry["dataset"]:
             return f"note {i} ({subject})"
+    for i, note in enumerate(notes if table_wide else (), 1):
+        if note_subject(note) == EVERY_ENTRY:
+            return f"note {i} ({EVERY_ENTRY.lower()})"
     return ""
 
 
@@ -68,8 +74,8 @@ def table_cause(table_id: str, entry: pd.Series) -> str:
     if own:
         return own
     for tid, t in TABLES.items():
-        if tid != table_id and t.paper == TABLES[table_id].paper and cause_of(entry, t.notes):
-            return f"Table {tid} {cause_of(entry, t.notes)}"
+        if tid != table_id and t.paper == TABLES[table_id].paper and cause_of(entry, t.notes, table_wide=False):
+            return f"Table {tid} {cause_of(entry, t.notes, table_wide=False)}"
     return ""
 
 
