@@ -66,6 +66,17 @@ class FedContext:
     def num_seeds(self) -> int:
         return len(self.seeds)
 
+    _rows: dict = field(default_factory=dict, repr=False, compare=False)  # start_rows' one cached gather
+
+    def start_rows(self, models: Sequence[int], keys: Sequence[str], device) -> Params:
+        """``start[k][models]`` on ``device`` for ``keys``: gathered once per round and chunk of models
+        (a hook calls it every epoch; the values are the same tensors' rows, so results are unchanged)."""
+        key = (self.round, tuple(models), tuple(keys), str(device))
+        if key not in self._rows:
+            self._rows.clear()
+            self._rows[key] = {k: self.start[k][list(models)].to(device) for k in keys}
+        return self._rows[key]
+
     @property
     def num_models(self) -> int:
         return self.num_seeds * self.num_clients

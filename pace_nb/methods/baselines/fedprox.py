@@ -52,5 +52,5 @@ class FedProx(FedAvg):
         return self.cfg.mu == 0
 
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor:
-        anchor = {k: ctx.start[k][step.models] for k in self.shared_keys}
+        anchor = ctx.start_rows(step.models, self.shared_keys, step.params[self.shared_keys[0]].device)
         return proximal_term(step.params, anchor, self.cfg.mu, self.shared_keys)

@@ -142,8 +142,9 @@ class FedPub(FederatedMethod):
         loss = step.params["conv1.bias"].new_zeros(())  # no L1 gradient (module doc)
         if ctx.round == 0 or self.cfg.loc_l2 == 0:
             return loss
+        start = ctx.start_rows(step.models, self.shared_keys, step.params[self.shared_keys[0]].device)
         for k in self.shared_keys:
-            prev = ctx.start[k][step.models].to(step.params[k].device)
+            prev = start[k]
             loss = loss + self.cfg.loc_l2 * (step.params[k] - prev).flatten(1).norm(dim=1).sum()
         return loss
 
