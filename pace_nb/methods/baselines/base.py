@@ -318,7 +318,7 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
     start = method.start_models(ctx, stack_params([w for w in w0 for _ in range(k_n)]))
     reuse = _reusable(local, fg, seeds, rconf)
     bar = _progress(range(int(rounds)), progress and rounds > 1, desc=f"{method.name} rounds")
-    history = []
+    history, layouts = [], {}  # the clients' layouts, built once for all rounds
     for r in bar:
         ctx.round, ctx.start = r, start
         opt = method.local_optimizer(ctx)
@@ -329,7 +329,7 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
             hook = None if method.plain_local(ctx) else (lambda step: method.local_loss(step, ctx))
             trained, _ = train_models(fg.clients, start, mseeds, ctx.client_of, rconf, extra_loss=hook,
                                       device=dev, progress=progress and rounds == 1, max_batch=max_batch,
-                                      optimizer=opt)
+                                      optimizer=opt, layouts=layouts)
         stats = method.upload(ctx, trained)
         returned = method.aggregate(ctx, trained, stats)
         method.after_round(ctx, trained, returned)
