@@ -126,6 +126,8 @@ def test_spear_tables():
     comp = rows[rows.variant == "full"].assign(acc=50.0, params='{"beta": 0.05, "evaluation": "complete_graph"}')
     both = T.comparison("spear-ablation", pd.concat([rows, comp])).set_index(["dataset", "variant"])
     assert both.loc[("Computers", "full"), "ours_mean"] == 81.0 and both.loc[("Computers", "full"), "n_seeds"] == 2
+    every = T.build_tables(pd.concat([rows, comp]))  # the same setting × seed with other params: no mixing error
+    assert every["spear-ablation"].set_index(["dataset", "variant"]).loc[("Computers", "full"), "ours_mean"] == 81.0
 
 
 def test_cli_writes_every_format(tmp_path):

@@ -70,6 +70,8 @@ class _Ours:
         if rows is None:
             self.summary = pd.DataFrame(columns=list(SETTING))
             return
+        if "params" in rows.columns:  # SPEAR's comparison rows are read by analysis.spear_comparison only
+            rows = rows[~sc.is_comparison(rows["params"])]
         rows = rows.assign(method=rows["method"].map(canonical_method))
         rows.loc[rows["method"] != "pace", "rank"] = 0
         summ = summarize(rows)
