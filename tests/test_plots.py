@@ -310,3 +310,37 @@ def test_rows_for_tables_policy(results_tmp):
     assert sorted(rows["dataset"].unique()) == ["Cora", "demo"] and len(calls) == 2
     rows, source = views.rows_for_tables(None, fill_empty=True, dataset="demo", runner=runner)
     assert len(calls) == 2 and "in-memory" not in source  # stored rows for the dataset: store only
+
+
+def test_reproduction_figures_from_table_comparisons():
+    """Accuracy vs K (Tables 1/8/9) and SPEAR Tab. 1 bars, from build_tables' comparisons."""
+    from pace_nb.analysis import tables
+    from pace_nb.viz import reproduction as repro
+
+    rows = pd.concat([make_rows(dataset="Cora", num_clients=k, base=80.0 - k / 10, receivers=False) for k in (10, 20)])
+    comps = tables.build_tables(rows, ["1", "8", "9", "spear-1"])
+    frame = repro.scaling_frame(comps)
+    local = frame[(frame.dataset == "Cora") & (frame.method == "local")].set_index("num_clients")
+    mean = 80.0 + 0.1 * np.mean(make_rows().seed.unique())  # make_rows: acc = base + offset + 0.1·seed
+    assert local.loc[10, "ours"] == pytest.approx(mean - 1.0) and local.loc[20, "ours"] == pytest.approx(mean - 2.0)
+    from pace_nb.analysis.paper_values import paper_values
+
+    t9 = paper_values("pace", table="9")
+    want = t9[(t9.dataset == "Cora") & (t9.method == "local") & (t9.metric == "acc")].value.iloc[0]
+    assert np.isnan(local.loc[30, "ours"]) and local.loc[30, "paper"] == want  # K = 30 not run: paper only
+    assert set(frame.method) <= {"local", "pace", "fedavg", "fedpub"}
+    fig = repro.plot_client_scaling(frame)
+    shown = [a for a in fig.axes if a.get_visible() and a.get_title()]
+    assert [a.get_title() for a in shown] == ["Cora"]  # datasets never run are left out
+    assert shown[0].get_xlabel() == "clients K" and shown[0].get_ylabel() == "accuracy (%)"
+    with pytest.raises(ConfigError, match="no entries run"):
+        repro.plot_spear_comparison(repro.comparison_frame(comps))  # no SPEAR comparison rows yet
+    spear = pd.DataFrame([dict(dataset=d, partition="dirichlet", beta=0.05, num_clients=10, seed=s, method=m,
+                               variant="full" if m == "spear" else "native", rank=0, receiver=-1, acc=acc + s,
+                               params='{"evaluation": "complete_graph"}')
+                          for d in ("CiteSeer", "Cora") for s in (0, 1) for m, acc in (("spear", 70.0), ("oasis", 60.0))])
+    sc = repro.comparison_frame(tables.build_tables(spear, ["spear-1"]))
+    assert sc.set_index(["dataset", "method"]).loc[("Cora", "spear"), "ours"] == pytest.approx(70.5)
+    fig = repro.plot_spear_comparison(sc)
+    assert [a.get_title() for a in fig.axes] == ["Cora (2 seeds)", "CiteSeer (2 seeds)"]  # registry order
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["SPEAR", "OASIS"]  # best first

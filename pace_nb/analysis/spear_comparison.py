@@ -18,12 +18,13 @@ from pace_nb.experiments.store import normalize_rows
 #: SPEAR's comparison in the paper's row order (Tab. 1/3) and its labels.
 SPEAR_COMPARISON = ("spear", "fedavg", "fedprox", "fedadam", "moon", "fedproto", "fedpub", "fedgta", "fedtad",
                     "dense", "fedcvae", "fedsd2c", "ghost", "oasis")
-_COMPARISON_LABELS = {**METHOD_LABELS, "fedadam": "FedOPT (FedAdam)", "dense": "DENSE", "fedcvae": "FedCVAE",
+#: Display names of the methods of SPEAR's comparison.
+COMPARISON_LABELS = {**METHOD_LABELS, "fedadam": "FedOPT (FedAdam)", "dense": "DENSE", "fedcvae": "FedCVAE",
                       "fedsd2c": "FedSD2C", "ghost": "GHOST", "oasis": "OASIS"}
 
 
 def label(e) -> str:
-    base = _COMPARISON_LABELS.get(e.method, e.method)
+    base = COMPARISON_LABELS.get(e.method, e.method)
     return base + (f" [{e.variant}]" if e.variant.startswith("hidden") else "")
 
 

@@ -46,6 +46,8 @@ PALETTE: dict[str, str] = {
     "fedavg": "#1f77b4", "fedprox": "#aec7e8", "fednova": "#17becf", "fedrcl": "#9edae5",
     "fedpub": "#2ca02c", "fedtad": "#98df8a", "fedgta": "#9467bd", "fedaux1r": "#c5b0d5",
     "fedproto": "#bcbd22", "spear": "#d62728", "raw features": "#7f7f7f",
+    "fedadam": "#393b79", "moon": "#e6550d",  # SPEAR's multi-round baselines
+    "dense": "#636363", "fedcvae": "#8c6d31", "fedsd2c": "#e7298a", "ghost": "#e6ab02", "oasis": "#1b9e77",  # one-shot
     "no_shrinkage": "#1f77b4", "no_ppr": "#2ca02c", "no_both": "#7f7f7f",  # SPEAR ablations
 }
 #: Receiver-harm outcome colours (PACE Fig. 4c).

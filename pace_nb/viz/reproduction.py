@@ -1,0 +1,108 @@
+"""Figures of the whole reproduction, drawn from the tables' comparisons (no training).
+
+* :func:`scaling_frame` / :func:`plot_client_scaling` — PACE Tables 1, 8, 9: accuracy of each
+  method against the number of clients K, ours (mean ± std over seeds) beside the paper's (×).
+* :func:`comparison_frame` / :func:`plot_spear_comparison` — SPEAR Tab. 1: every method's
+  accuracy per dataset, ours beside the paper's where it gives one.
+
+Inputs are :func:`pace_nb.analysis.tables.build_tables` outputs (``{table id: comparison}``).
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from pace_nb.analysis.spear_comparison import COMPARISON_LABELS
+from pace_nb.core.errors import ConfigError
+from pace_nb.core.schema import METHOD_LABELS
+from pace_nb.viz.style import FULL, ROW, method_color, panel_grid
+
+_COLS = ["dataset", "num_clients", "method", "ours", "ours_std", "paper", "n_seeds"]
+
+
+def _entries(comparisons: Mapping[str, pd.DataFrame], tables: Sequence[str], metric: str) -> pd.DataFrame:
+    parts = [comparisons[t] for t in tables if t in comparisons and len(comparisons[t])]
+    if not parts:
+        return pd.DataFrame(columns=_COLS)
+    f = pd.concat(parts, ignore_index=True)
+    f = f[(f["metric"] == metric) & (f["variant"].isin(["native", "full"]))]
+    return pd.DataFrame({"dataset": f["dataset"], "num_clients": f["num_clients"].astype(int), "method": f["method"],
+                         "ours": pd.to_numeric(f["ours_mean"], errors="coerce"),
+                         "ours_std": pd.to_numeric(f["ours_std"], errors="coerce"),
+                         "paper": pd.to_numeric(f["paper_mean"], errors="coerce"),
+                         "n_seeds": pd.to_numeric(f["n_seeds"], errors="coerce")}).reset_index(drop=True)
+
+
+def _dataset_order(name: str) -> tuple[int, str]:
+    """Registry order of the datasets (Cora, CiteSeer, PubMed, …), unknown names last."""
+    from pace_nb.data.datasets import DATASETS
+
+    names = list(DATASETS)
+    return (names.index(name) if name in names else len(names), name)
+
+
+def scaling_frame(comparisons: Mapping[str, pd.DataFrame], methods: Sequence[str] = ("local", "pace", "fedavg", "fedpub"),
+                  metric: str = "acc") -> pd.DataFrame:
+    """``dataset, num_clients, method, ours, ours_std, paper, n_seeds`` of PACE Tables 1/8/9."""
+    f = _entries(comparisons, ("1", "8", "9"), metric)
+    return f[f["method"].isin(methods)].reset_index(drop=True)
+
+
+def plot_client_scaling(frame: pd.DataFrame, ncols: int = 3, title: str = "") -> plt.Figure:
+    """One panel per dataset: accuracy vs K for each method — ours as lines with ± std bars
+    (settings not run are absent), the paper's values as × in the same colour."""
+    ran = frame.dropna(subset=["ours"])
+    if ran.empty:
+        raise ConfigError("plot_client_scaling: no entries run (run configs/pace_main.toml first)")
+    datasets = sorted(set(ran["dataset"]), key=_dataset_order)  # datasets never run are left out
+    fig, axes = panel_grid(len(datasets), ncols, width=FULL, height=ROW)
+    for ax, d in zip(axes, datasets):
+        g = frame[frame["dataset"] == d]
+        for m, gm in g.groupby("method", sort=False):
+            gm = gm.sort_values("num_clients")
+            c = method_color(m)
+            run = gm.dropna(subset=["ours"])
+            if len(run):
+                ax.errorbar(run["num_clients"], run["ours"], yerr=run["ours_std"].fillna(0), color=c, marker="o",
+                            ms=3.5, lw=1.4, capsize=2, label=METHOD_LABELS.get(m, m))
+            ax.scatter(gm["num_clients"], gm["paper"], marker="x", color=c, s=28, zorder=4)
+        ax.set(title=d, xlabel="clients K", ylabel="accuracy (%)", xticks=sorted(frame["num_clients"].unique()))
+    for ax in axes[len(datasets):]:
+        ax.set_visible(False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles.append(plt.Line2D([], [], marker="x", ls="", color="k"))
+    labels.append("paper")
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5), fontsize="small")
+    fig.suptitle(title or "PACE Tables 1, 8, 9: accuracy vs number of clients (Louvain; ours ± std, × paper)")
+    return fig
+
+
+def comparison_frame(comparisons: Mapping[str, pd.DataFrame], metric: str = "acc") -> pd.DataFrame:
+    """``dataset, method, ours, ours_std, paper, n_seeds`` of SPEAR Tab. 1 (entries run or with a paper value)."""
+    f = _entries(comparisons, ("spear-1",), metric).drop(columns="num_clients")
+    return f.dropna(subset=["ours", "paper"], how="all").reset_index(drop=True)
+
+
+def plot_spear_comparison(frame: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Horizontal bars: every method's accuracy per dataset (ours, ± std), the paper's value as ×."""
+    ran = frame.dropna(subset=["ours"])
+    if ran.empty:
+        raise ConfigError("plot_spear_comparison: no entries run (run configs/spear_comparison.toml first)")
+    datasets = sorted(set(ran["dataset"]), key=_dataset_order)
+    methods = ran.groupby("method")["ours"].mean().sort_values(ascending=False).index.tolist()  # best first
+    fig, axes = plt.subplots(1, len(datasets), figsize=(FULL, 0.22 * len(methods) + 1.4), sharey=True, squeeze=False)
+    y = np.arange(len(methods))[::-1]
+    for ax, d in zip(axes[0], datasets):
+        g = frame[frame["dataset"] == d].set_index("method").reindex(methods)
+        colors = [method_color(m) for m in methods]
+        ax.barh(y, g["ours"].fillna(0), xerr=g["ours_std"].fillna(0), color=colors, height=0.7,
+                error_kw={"lw": 0.8, "capsize": 1.5})
+        ax.scatter(g["paper"], y, marker="x", color="k", s=22, zorder=4)
+        seeds = int(g["n_seeds"].max()) if g["n_seeds"].notna().any() else 0
+        ax.set(title=f"{d} ({seeds} seed{'s' if seeds != 1 else ''})", xlabel="accuracy (%)", xlim=(0, 100))
+    axes[0][0].set_yticks(y, [COMPARISON_LABELS.get(m, m) for m in methods], fontsize="small")
+    fig.suptitle(title or "SPEAR Tab. 1: global model on the complete graph (Dirichlet β = 0.05, K = 10; × paper)")
+    return fig
