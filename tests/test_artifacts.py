@@ -123,3 +123,17 @@ def test_receiver_logits_survive_storage():
     for a, b in zip(lg.z_external + lg.y + lg.val_mask, back.z_external + back.y + back.val_mask):
         assert torch.equal(a, b)
     pd.testing.assert_frame_equal(views.alpha_paths(lg, 5), views.alpha_paths(back, 5))
+
+
+def test_entries_list_the_manifests_and_the_store_readme_shows_them(tmp_path, shipped):
+    from pace_nb.analysis.report import store_readme
+
+    store = A.ArtifactStore(tmp_path)
+    assert store.entries().empty
+    store.put("02_y", "spectra", {"dataset": "Cora", "seeds": [1, 2, 3]}, FRAME)
+    store.put("01_x", "logits", {"dataset": "demo"}, {"z": np.zeros(4)})
+    (tmp_path / "artifacts" / "01_x" / "broken-0.json").write_text("{")  # damaged: left out of the listing
+    e = store.entries()
+    assert e[["notebook", "name", "format"]].values.tolist() == [["01_x", "logits", "npz"], ["02_y", "spectra", "csv"]]
+    text = store_readme(pd.DataFrame(), {}, artifacts=e)
+    assert "| `02_y` | spectra | Cora | 3 | csv |" in text and "| `01_x` | logits | demo | – | npz |" in text

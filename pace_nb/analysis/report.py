@@ -7,6 +7,7 @@ the causes of known gaps are the tables' footnotes (:mod:`pace_nb.analysis.gap_n
 """
 from __future__ import annotations
 
+import json
 import math
 from typing import Mapping, Sequence
 
@@ -201,8 +202,10 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
     return "\n".join(out).rstrip() + "\n"
 
 
-def store_readme(cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]], *, store_label: str = "results/") -> str:
-    """The store's README: which configs and settings (cells) it holds, each with its wall time."""
+def store_readme(cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]], *, store_label: str = "results/",
+                 artifacts: pd.DataFrame | None = None) -> str:
+    """The store's README: which configs and settings (cells) it holds, each with its wall time, and
+    the stored figure data (``artifacts``: :meth:`~pace_nb.experiments.artifacts.ArtifactStore.entries`)."""
     have = {r["key"]: r for _, r in cells.iterrows()} if len(cells) else {}
     runs = config_runs(cells, configs)
     out = [f"# Results store `{store_label}`", "",
@@ -228,6 +231,14 @@ def store_readme(cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]], 
         out += _md_table(["cell", "setting", "rows", "wall time (s)"],
                          [[f"`{k}`", have[k].get("label", ""), str(int(have[k]["rows"])),
                            _num(have[k].get("wall_seconds"), "{:.1f}")] for k in extra])
+    if artifacts is not None and len(artifacts):
+        out += ["", "## Figure data (`artifacts/`)", "",
+                "What the notebooks plot, computed once and stored (CSV or NPZ, checksummed, keyed by the notebook's "
+                "parameters): `pace-nb figures` reads it and trains nothing for these settings.", ""]
+        out += _md_table(["notebook", "figure data", "dataset", "seeds", "format", "KiB"],
+                         [[f"`{a.notebook}`", a.name, json.loads(a.params).get("dataset", "–"),
+                           len(json.loads(a.params).get("seeds", [])) or "–", a.format, f"{a.bytes / 1024:.0f}"]
+                          for a in artifacts.itertuples()])
     return "\n".join(out) + "\n"
 
 
@@ -258,4 +269,7 @@ def report_from_store(store, config_paths: Sequence = (), tables: Sequence[str] 
 
 def readme_from_store(store, config_paths: Sequence = ()) -> str:
     """:func:`store_readme` of a store and config files."""
-    return store_readme(_store_cells(store), config_cells(config_paths), store_label=f"{store.root.name}/")
+    from pace_nb.experiments.artifacts import ArtifactStore
+
+    return store_readme(_store_cells(store), config_cells(config_paths), store_label=f"{store.root.name}/",
+                        artifacts=ArtifactStore(store.root).entries())

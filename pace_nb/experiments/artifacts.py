@@ -60,6 +60,18 @@ class ArtifactStore:
         base = self.folder / notebook / f"{name}-{key}"
         return base.with_suffix(".json"), base.with_suffix(".csv"), base.with_suffix(".npz")
 
+    def entries(self) -> pd.DataFrame:
+        """One row per stored entry (its manifest): ``notebook, name, key, format, bytes, params``."""
+        cols = ["notebook", "name", "key", "format", "bytes", "params"]
+        recs = []
+        for meta_path in sorted(self.folder.glob("*/*.json")) if self.folder.is_dir() else []:
+            try:
+                meta = json.loads(meta_path.read_text())
+                recs.append({c: meta[c] for c in cols[:-1]} | {"params": json.dumps(meta["params"], sort_keys=True)})
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a damaged entry is recomputed on use (get)
+        return pd.DataFrame(recs, columns=cols).sort_values(["notebook", "name", "key"]).reset_index(drop=True)
+
     def get(self, notebook: str, name: str, params: Mapping[str, Any]):
         """The stored value (DataFrame or ``{name: ndarray}``) or None; a damaged entry warns and gives None."""
         meta_path, csv_path, npz_path = self._paths(notebook, name, self.key(notebook, name, params))
