@@ -247,3 +247,47 @@ def test_method_groups_share_one_local_training_with_identical_rows(tmp_path, mo
     for cell in expand(cfg):
         a, b = (s.rows_of(cell.key).drop(columns="seconds") for s in (store, fresh))
         assert a.to_csv(index=False) == b.to_csv(index=False)
+
+
+def test_two_grids_on_one_store_share_the_cells(tmp_path):
+    """Each cell is claimed while computed: two concurrent grids run every cell exactly once."""
+    import threading
+
+    from pace_nb.experiments.grid import DONE_ELSEWHERE, RUNNING_ELSEWHERE
+
+    cfg = parse_config(GRID)
+    store = ResultsStore(tmp_path)
+    ran, lock = [], threading.Lock()
+
+    def slow(cell):
+        with lock:
+            ran.append(cell.key)
+        time.sleep(0.15)
+        return fake_runner(cell)
+
+    reports = [None, None]
+
+    def go(i):
+        reports[i] = run_grid(cfg, ResultsStore(tmp_path), runner=slow, progress=False)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    keys = [c.key for c in expand(cfg, METHODS)]
+    assert sorted(ran) == sorted(keys)  # every cell computed once, none twice
+    assert reports[0].count("ran") + reports[1].count("ran") == len(keys)
+    assert reports[0].count("ran") > 0 and reports[1].count("ran") > 0  # both did work
+    others = [r["status"] for rep in reports for r in rep.records if r["status"] != "ran"]
+    assert others and set(others) <= {DONE_ELSEWHERE, RUNNING_ELSEWHERE}
+    assert sorted(store.keys()) == sorted(keys)
+    # a claim held by a live process makes the cell "running elsewhere"; released, the cell runs
+    store2 = ResultsStore(tmp_path / "b")
+    (first, *_) = expand(cfg, METHODS)
+    held = store2.claim(first.key)
+    rep = run_grid(cfg, store2, runner=fake_runner, progress=False)
+    assert {r["key"]: r["status"] for r in rep.records}[first.key] == RUNNING_ELSEWHERE
+    held.release()
+    assert run_grid(cfg, store2, runner=fake_runner, progress=False).count("ran") == 1

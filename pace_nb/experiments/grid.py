@@ -254,6 +254,11 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
 
 
 # -- the grid loop ------------------------------------------------------------------------
+#: Statuses of cells another ``pace-nb grid`` process on the same store finished / is computing.
+DONE_ELSEWHERE = "done (by another process)"
+RUNNING_ELSEWHERE = "skipped: being computed by another process (rerun to pick it up if it stops)"
+
+
 @dataclass
 class GridReport:
     """What a grid run did: one record per cell (status: done / ran / not run: <why> / planned)."""
@@ -320,22 +325,37 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
     if executor is not None and hasattr(executor, "bind"):  # Ray: share graphs (runner takes fg=), GPUs
         executor.bind(data_root=data_root, device=device, share_graphs=runner is None)
 
+    claims = executor is None  # in-process: grids on one store share the work cell by cell
+
     def timed(cell, **kw):
+        claim = None
+        if claims:  # another `pace-nb grid` on this store may have done or be doing this cell
+            claim = None if store.has(cell.key) else store.claim(cell.key)
+            if claim is None or store.has(cell.key):
+                if claim is not None:
+                    claim.release()
+                return cell, (DONE_ELSEWHERE if store.has(cell.key) else RUNNING_ELSEWHERE), 0.0, None
         t0 = time.perf_counter()
         try:
-            return cell, fn(cell, **kw), time.perf_counter() - t0
+            return cell, fn(cell, **kw), time.perf_counter() - t0, claim
         except Exception as exc:  # noqa: BLE001 - reported per cell with keep_going
+            if claim is not None:
+                claim.release()
             if not keep_going:
                 raise
-            return cell, f"failed: {type(exc).__name__}: {exc}", time.perf_counter() - t0
+            return cell, f"failed: {type(exc).__name__}: {exc}", time.perf_counter() - t0, None
 
     results = (executor.map if executor is not None else map)(timed, todo)
     bar = progress_bar(results, enabled=progress, total=len(todo), desc="grid", unit="cell", leave=True)
-    for cell, rows, secs in bar:
-        if isinstance(rows, str):  # a failed cell (keep_going): nothing is stored
+    for cell, rows, secs, claim in bar:
+        if isinstance(rows, str):  # failed (keep_going) or another process's cell: nothing is stored here
             status[cell.key].update(status=rows.splitlines()[0][:300], rows=0, seconds=secs)
             continue
-        store.append(rows, cell_key=cell.key, cell=cell.describe(), seconds=secs)
+        try:
+            store.append(rows, cell_key=cell.key, cell=cell.describe(), seconds=secs)
+        finally:
+            if claim is not None:
+                claim.release()
         status[cell.key].update(status="ran", rows=len(rows), seconds=secs)
         if hasattr(bar, "set_postfix_str"):
             bar.set_postfix_str(cell.label[:40])

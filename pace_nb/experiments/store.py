@@ -175,6 +175,20 @@ class ResultsStore:
 
         return FileLock(str(self.cells_dir / f".{key}.lock"), timeout=timeout)
 
+    def claim(self, key: str):
+        """Take the work claim of cell ``key`` (a lock held while one process computes it; the OS
+        drops it when that process dies), or None when another process holds it. Release it with
+        ``.release()`` once the cell is stored."""
+        from filelock import FileLock, Timeout
+
+        config.ensure_dir(self.cells_dir, "results folder")
+        lock = FileLock(str(self.cells_dir / f".{key}.run.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            return None
+        return lock
+
     def discard(self, cell_key: str) -> None:
         """Remove one cell (e.g. after a corruption report) so that a rerun recomputes it."""
         if self.read_only:

@@ -5,7 +5,9 @@ Finished cells are skipped, each new cell is written atomically when it finishes
 interrupted grid (Ctrl-C, kill -9) resumes where it stopped without duplicate rows.
 Datasets whose raw files are absent are reported as "not run" (``--strict``: an error).
 With ``--keep-going`` a failing cell is reported and the others run; the exit status is then 1
-and the failed cells are listed.
+and the failed cells are listed. Several ``pace-nb grid`` processes on one results store share
+the work: each cell is claimed while it is computed (a lock the OS drops if its process dies),
+so a second process started on the same config takes the cells the first has not reached.
 """
 from __future__ import annotations
 
@@ -64,7 +66,8 @@ def run(args) -> int:
     frame = report.frame()
     print(f"grid {cfg.path} → {store.root}: {len(frame)} cells; ran {report.count('ran')}, "
           f"already done {report.count('done')}, planned {report.count('planned')}, not run {report.count('not run')}, "
-          f"failed {report.count('failed')}")
+          f"failed {report.count('failed')}"
+          + (f", left to another process {report.count('skipped')}" if report.count("skipped") else ""))
     if len(frame):
         show = frame.assign(seconds=frame["seconds"].map(lambda s: "" if s is None or s != s else f"{s:.1f}"),
                             rows=frame["rows"].map(lambda r: "" if r is None or r != r else str(int(r))))
