@@ -259,14 +259,17 @@ def _failure(path: Path, output: Path, exc) -> NotebookFailed:
                           f"— executed copy with the traceback: {output}")
 
 
-def execute_notebook(path: Path, output: Path, parameters: dict, timeout: int = 900) -> None:
-    """Execute one notebook with papermill in a fresh ``python3`` kernel (cwd = its folder)."""
+def execute_notebook(path: Path, output: Path, parameters: dict, timeout: int = 900, recompute: bool = False) -> None:
+    """Execute one notebook with papermill in a fresh ``python3`` kernel (cwd = its folder);
+    ``recompute``: its figure data is computed afresh, not read (``$PACE_NB_RECOMPUTE`` in the kernel)."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
+    from pace_nb.experiments.artifacts import RECOMPUTE_ENV
+
     ensure_kernel()
     output.parent.mkdir(parents=True, exist_ok=True)
-    with kernel_environment():
+    with kernel_environment(**({RECOMPUTE_ENV: "1"} if recompute else {})):
         try:
             pm.execute_notebook(str(path), str(output), parameters=parameters, kernel_name=KERNEL,
                                 progress_bar=False, cwd=str(path.parent), execution_timeout=timeout)
@@ -309,14 +312,15 @@ def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, da
                   force: bool = False, figures_dir: str | os.PathLike | None = None,
                   build_dir: str | os.PathLike | None = None, data_root: str | None = None,
                   results_dir: str | None = None, parameters: dict | None = None, notebooks_dir=None,
-                  timeout: int = 900, log=None) -> list[NotebookRun]:
+                  timeout: int = 900, log=None, recompute: bool = False) -> list[NotebookRun]:
     """Execute the selected notebooks for each dataset; returns one :class:`NotebookRun` per job.
 
     ``quick`` passes :data:`QUICK_PARAMETERS` (those each notebook declares); ``parameters``
     override per call and must be declared by every selected notebook; ``data_root`` /
     ``results_dir`` go to the notebooks that declare them. Executed copies
     go to ``build_dir`` (default ``notebooks/_build``) as ``<stem>__<dataset>.ipynb`` with a
-    JSON stamp beside them; unchanged jobs are skipped unless ``force``."""
+    JSON stamp beside them; unchanged jobs are skipped unless ``force``. ``recompute`` (implies
+    ``force``): every notebook computes its figure data afresh (training included) and stores it."""
     import nbformat
 
     books = select_notebooks(names, notebooks_dir)
@@ -348,7 +352,7 @@ def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, da
             output = build / f"{path.stem}__{label}.ipynb"
             key = input_key(path, params, package)
             stamp = _stamp_path(output)
-            if not force and output.exists() and stamp.exists():
+            if not (force or recompute) and output.exists() and stamp.exists():
                 old = json.loads(stamp.read_text())
                 if old.get("key") == key and all((figs / f).exists() for f in old.get("figures", [])):
                     runs.append(NotebookRun(path.stem, label, "skipped", 0.0, str(output), old.get("figures", [])))
@@ -359,7 +363,7 @@ def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, da
                 log(f"{path.stem} [{label}]: executing …")
             t0 = time.time()
             stamp.unlink(missing_ok=True)
-            execute_notebook(path, output, params, timeout)
+            execute_notebook(path, output, params, timeout, recompute=recompute)
             run = NotebookRun(path.stem, label, "executed", time.time() - t0, str(output),
                               _new_files(figs, t0, path.stem.split("_")[0] + "_"))
             from pace_nb.core.io import atomic_write_json

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -137,3 +138,37 @@ def test_entries_list_the_manifests_and_the_store_readme_shows_them(tmp_path, sh
     assert e[["notebook", "name", "format"]].values.tolist() == [["01_x", "logits", "npz"], ["02_y", "spectra", "csv"]]
     text = store_readme(pd.DataFrame(), {}, artifacts=e)
     assert "| `02_y` | spectra | Cora | 3 | csv |" in text and "| `01_x` | logits | demo | – | npz |" in text
+
+
+def test_recompute_environment_computes_and_overwrites(tmp_path, shipped, monkeypatch):
+    user = tmp_path / "user"
+    calls, compute = _counting(FRAME)
+    A.cached("05_v", "umap", {"dataset": "Cora"}, compute, user)
+    monkeypatch.setenv(A.RECOMPUTE_ENV, "1")  # what `pace-nb figures --recompute` sets in the kernel
+    A.cached("05_v", "umap", {"dataset": "Cora"}, compute, user)
+    assert calls == [1, 1]
+    monkeypatch.delenv(A.RECOMPUTE_ENV)
+    A.cached("05_v", "umap", {"dataset": "Cora"}, compute, user)
+    assert calls == [1, 1]
+
+
+def test_figures_recompute_reaches_every_kernel_and_forces(tmp_path, monkeypatch):
+    import os
+
+    import papermill
+
+    import pace_nb.notebooks as nbr
+
+    seen = []
+
+    def fake_papermill(src, out, **kw):  # what the kernel would see in its environment
+        seen.append(os.environ.get(A.RECOMPUTE_ENV))
+        Path(out).write_text("{}")
+
+    monkeypatch.setattr(nbr, "ensure_kernel", lambda *a, **k: None)
+    monkeypatch.setattr(papermill, "execute_notebook", fake_papermill)
+    kw = dict(datasets=["demo"], figures_dir=tmp_path / "f", build_dir=tmp_path / "b", results_dir=str(tmp_path / "r"))
+    nbr.run_notebooks(["04"], **kw)
+    assert [r.status for r in nbr.run_notebooks(["04"], **kw)] == ["skipped"]
+    assert [r.status for r in nbr.run_notebooks(["04"], recompute=True, **kw)] == ["executed"]  # implies force
+    assert seen == [None, "1"] and os.environ.get(A.RECOMPUTE_ENV) is None

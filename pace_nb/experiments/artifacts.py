@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -30,6 +31,8 @@ from pace_nb.experiments.store import stable_key
 
 #: Bumped when a computation behind an artifact changes, so old entries are not read.
 ARTIFACT_VERSION = 1
+#: Set to "1" (``pace-nb figures --recompute``): :func:`cached` computes and stores, never reads.
+RECOMPUTE_ENV = "PACE_NB_RECOMPUTE"
 
 
 def _frame_bytes(frame: pd.DataFrame) -> bytes:
@@ -123,10 +126,10 @@ def reading_stores(results_dir: str | Path | None = None) -> list[ArtifactStore]
 def cached(notebook: str, name: str, params: Mapping[str, Any], compute: Callable[[], Any],
            results_dir: str | Path | None = None, *, recompute: bool = False):
     """``compute()``'s value, read from the first store of :func:`reading_stores` that holds it
-    (unless ``recompute``), else computed and written to the first store."""
+    (unless ``recompute`` or ``$PACE_NB_RECOMPUTE=1``), else computed and written to the first store."""
     params = json.loads(json.dumps(dict(params), sort_keys=True, default=str))  # canonical JSON types
     stores = reading_stores(results_dir)
-    if not recompute:
+    if not (recompute or os.environ.get(RECOMPUTE_ENV) == "1"):
         for store in stores:
             value = store.get(notebook, name, params)
             if value is not None:

@@ -6,6 +6,11 @@ store) are unchanged since its last successful run is skipped; ``--force`` rerun
 ``--quick`` runs every notebook on the embedded demo graph (and Cora when its raw files are
 present) with two seeds and small sweeps: minutes, not hours; its figures go to the
 git-ignored ``figures/quick/`` (never over the committed gallery) unless ``--out`` is given.
+
+Figure data: what a notebook plots after training (curves, spectra, α paths, UMAP coordinates,
+its own rows) is stored in the results store's ``artifacts/`` and read on the next run, so with
+the shipped store ``pace-nb figures`` replots the gallery without training; ``--recompute``
+computes it afresh (new entries go to ``--results`` or ``data/results``, never the shipped store).
 """
 from __future__ import annotations
 
@@ -26,6 +31,9 @@ def register(sub) -> None:
                    help="run each notebook on these datasets (default: quick → demo [+ Cora]; "
                         "full → each notebook's own default)")
     p.add_argument("--force", action="store_true", help="rerun notebooks even when their inputs are unchanged")
+    p.add_argument("--recompute", action="store_true",
+                   help="compute every notebook's figure data afresh (training included) instead of reading it "
+                        "from the results store; implies --force")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="figures folder (default <repo>/figures; with --quick <repo>/figures/quick)")
     p.add_argument("--build", default=None, metavar="DIR", help="executed notebooks (default notebooks/_build)")
@@ -51,7 +59,7 @@ def run(args) -> int:
         check_output_file(args.json, "--json")
     runs = run_notebooks(args.only, quick=args.quick, datasets=datasets, force=args.force,
                          figures_dir=figures_dir, build_dir=args.build, data_root=args.data_root,
-                         results_dir=args.results, timeout=args.timeout,
+                         results_dir=args.results, timeout=args.timeout, recompute=args.recompute,
                          log=lambda m: print(m, file=sys.stderr, flush=True))
     table = pd.DataFrame([{"notebook": r.notebook, "dataset": r.dataset, "status": r.status,
                            "seconds": round(r.seconds, 1), "figures": len([f for f in r.figures if f.endswith(".png")])}
