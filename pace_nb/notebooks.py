@@ -342,7 +342,8 @@ def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, da
             params = {**small, **(parameters or {}), "figures_dir": str(figs)}
             if ds is not None:
                 params["dataset"] = ds
-            given = {"data_root": data_root, "results_dir": results_dir}
+            # absolute: the kernel runs in the notebooks' folder, not where the command was given
+            given = {k: str(Path(v).resolve()) if v else v for k, v in (("data_root", data_root), ("results_dir", results_dir))}
             params.update({k: v for k, v in given.items() if v and k in nb_defaults})
             unknown_params = sorted(set(params) - set(nb_defaults))
             if unknown_params:

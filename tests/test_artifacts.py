@@ -172,3 +172,18 @@ def test_figures_recompute_reaches_every_kernel_and_forces(tmp_path, monkeypatch
     assert [r.status for r in nbr.run_notebooks(["04"], **kw)] == ["skipped"]
     assert [r.status for r in nbr.run_notebooks(["04"], recompute=True, **kw)] == ["executed"]  # implies force
     assert seen == [None, "1"] and os.environ.get(A.RECOMPUTE_ENV) is None
+
+
+def test_relative_store_and_data_paths_reach_the_kernel_absolute(tmp_path, monkeypatch):
+    """The kernel runs in notebooks/: a relative --results / --data-root must not be re-read from there."""
+    import papermill
+
+    import pace_nb.notebooks as nbr
+
+    got = {}
+    monkeypatch.setattr(nbr, "ensure_kernel", lambda *a, **k: None)
+    monkeypatch.setattr(papermill, "execute_notebook",
+                        lambda src, out, parameters, **kw: got.update(parameters) or Path(out).write_text("{}"))
+    monkeypatch.chdir(tmp_path)
+    nbr.run_notebooks(["06"], datasets=["demo"], figures_dir="f", build_dir="b", results_dir="store", data_root="raw")
+    assert got["results_dir"] == str(tmp_path / "store") and got["data_root"] == str(tmp_path / "raw")
