@@ -104,5 +104,6 @@ def plot_spear_comparison(frame: pd.DataFrame, title: str = "") -> plt.Figure:
         seeds = int(g["n_seeds"].max()) if g["n_seeds"].notna().any() else 0
         ax.set(title=f"{d} ({seeds} seed{'s' if seeds != 1 else ''})", xlabel="accuracy (%)", xlim=(0, 100))
     axes[0][0].set_yticks(y, [COMPARISON_LABELS.get(m, m) for m in methods], fontsize="small")
-    fig.suptitle(title or "SPEAR Tab. 1: global model on the complete graph (Dirichlet β = 0.05, K = 10; × paper)")
+    paper = "× paper" if frame["paper"].notna().any() else "no paper values in the available text"
+    fig.suptitle(title or f"SPEAR Tab. 1: global model on the complete graph (Dirichlet β = 0.05, K = 10; {paper})")
     return fig
