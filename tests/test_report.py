@@ -145,3 +145,13 @@ def test_report_command_writes_and_checks(tmp_path, capsys):
     assert main(args + ["--check"]) == 1
     assert main(["report", "--results", str(tmp_path / "nope"), "--out", str(tmp_path / "R2.md")]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "R2.md").exists()
+
+
+def test_gaps_within_seed_noise_are_labelled_with_the_standard_error():
+    e = pd.Series({"method": "fedgta", "dataset": "Cora", "diff": 3.0, "ours_std": 4.0, "paper_std": 3.0, "n_seeds": 4})
+    se = report.seed_noise(e)
+    assert se == pytest.approx(((16 + 9) / 4) ** 0.5)  # 2.5
+    assert report.gap_cause("2", e) == "seed noise (≤ 2 SE = 5.00)"  # Table 2 has no note on FedGTA/Cora
+    assert report.gap_cause("2", pd.Series({**e, "diff": 5.5})) == ""
+    assert report.gap_cause("2", pd.Series({**e, "n_seeds": 1})) == ""  # one seed: no spread, no claim
+    assert report.gap_cause("1", pd.Series({**e, "method": "fedprox"})).endswith("(FedProx)")  # a footnote first

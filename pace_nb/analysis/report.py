@@ -80,14 +80,34 @@ def table_cause(table_id: str, entry: pd.Series) -> str:
     return ""
 
 
+def seed_noise(entry: pd.Series) -> float:
+    """Standard error of ours − paper from both seed spreads, ``sqrt(s_o²/n + s_p²/n)`` with n our
+    seed count (the papers report as many seeds as their protocols have); NaN when unknown."""
+    n = entry.get("n_seeds")
+    s_o, s_p = (pd.to_numeric(entry.get(k), errors="coerce") for k in ("ours_std", "paper_std"))
+    if not n or n != n or n < 2 or (s_o != s_o and s_p != s_p):
+        return math.nan
+    return math.sqrt(((0 if s_o != s_o else s_o) ** 2 + (0 if s_p != s_p else s_p) ** 2) / n)
+
+
+def gap_cause(table_id: str, entry: pd.Series) -> str:
+    """The footnote cause (:func:`table_cause`); else "seed noise" when |ours − paper| ≤ 2 standard
+    errors of the difference (:func:`seed_noise`); else ``""``."""
+    cause = table_cause(table_id, entry)
+    if cause:
+        return cause
+    se = seed_noise(entry)
+    return f"seed noise (≤ 2 SE = {2 * se:.2f})" if se == se and abs(entry["diff"]) <= 2 * se else ""
+
+
 def far_cells(table_id: str, comp: pd.DataFrame, above: float = LIST_ABOVE) -> pd.DataFrame:
-    """Scored, run entries with |ours − paper| > ``above``, with the footnote cause when one exists."""
+    """Scored, run entries with |ours − paper| > ``above``, with their cause (:func:`gap_cause`)."""
     s = scored(comp)
     far = s[(s["status"] == "ok") & (s["diff"].abs() > above)] if len(s) else s
     return pd.DataFrame({"table": table_id, "row": far.get("row", []), "col": far.get("col", []),
                          "ours": far.get("ours_mean", []), "paper": far.get("paper_mean", []),
                          "diff": far.get("diff", []),
-                         "cause": [table_cause(table_id, e) for _, e in far.iterrows()]})
+                         "cause": [gap_cause(table_id, e) for _, e in far.iterrows()]})
 
 
 def _share(v: float | None) -> str:
@@ -180,7 +200,9 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
                      agree_rows)
     far_frame = pd.concat(far, ignore_index=True) if far else pd.DataFrame()
     out += ["", f"### Entries off by more than {LIST_ABOVE:g} points", "",
-            "Cause: the footnote of that table about the entry's method or dataset; \"–\" = no known cause.", ""]
+            "Cause: the footnote of that table about the entry's method or dataset (or its table-wide note); "
+            "else \"seed noise\" when the gap is within 2 standard errors of the difference of the two means "
+            "(both seed spreads, our seed count for both); \"–\" = no known cause.", ""]
     if far_frame.empty:
         out.append("None among the entries run.")
     else:
