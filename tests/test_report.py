@@ -52,6 +52,8 @@ def test_report_from_fake_store(tmp_path):
     # Table 1, Cora: Local +0.5 / -1.5, PACE +3.0 / -6.0 → within 1: 1/4, 2: 2/4, 5: 3/4
     assert "| 1 | 120 | 4 | 25% | 50% | 75% | 25% of 4 |" in text
     assert "| 2 | 21 | 2 | 50% | 50% | 100% | 50% of 2 |" in text  # Table 2, Cora: Local +0.5, Full PACE +3.0
+    # both tables together (6 entries: 1, 2, 3 of them within 1, 2, 5 points; Local/PACE: all 6)
+    assert "| **PACE 1–12** | 141 | 6 | 33% | 50% | 83% | 33% of 6 |" in text
     assert "| `cfg` | 1 / 2 | 12 | PubMed |" in text
     far = [ln for ln in text.splitlines() if ln.startswith("| 1 | PACE")]
     assert len(far) == 2 and "+3.00" in far[0] and "-6.00" in far[1]
