@@ -72,6 +72,7 @@ def test_far_cell_causes_come_from_footnotes():
     # Table 12's table-wide note (the partition draw) covers its entries without a specific note, only there
     assert report.table_cause("12", pd.Series({"method": "pace", "dataset": "Cora"})).endswith("(every entry)")
     assert report.table_cause("12", pd.Series({"method": "fedprox", "dataset": "Cora"})).endswith("(FedProx)")
+    assert report.table_cause("12", pd.Series({"method": "local", "dataset": "CiteSeer"})).endswith("(every entry)")
     assert report.table_cause("5", pd.Series({"method": "pace", "dataset": "Cora"})) == ""
 
 
