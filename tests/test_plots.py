@@ -344,3 +344,16 @@ def test_reproduction_figures_from_table_comparisons():
     fig = repro.plot_spear_comparison(sc)
     assert [a.get_title() for a in fig.axes] == ["Cora (2 seeds)", "CiteSeer (2 seeds)"]  # registry order
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["SPEAR", "OASIS"]  # best first
+
+
+def test_client_accuracy_figure_is_the_same_every_time(tmp_path):
+    """Seaborn's strip-plot jitter draws from numpy's global generator: fixed, and restored after."""
+    from pace_nb.viz.style import save_figure
+
+    rows = make_rows(receivers=True)
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    figs = [plots.plot_client_accuracy(rows, ("local", "pace")) for _ in range(2)]
+    assert (np.random.get_state()[1] == before).all()  # the caller's generator is left as it was
+    paths = [save_figure(f, f"c{i}", tmp_path, formats=("png",))[0] for i, f in enumerate(figs)]
+    assert paths[0].read_bytes() == paths[1].read_bytes()

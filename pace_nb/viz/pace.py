@@ -15,7 +15,7 @@ import pandas as pd
 import seaborn as sns
 
 from pace_nb.core.schema import OUTCOME_COLORS, PALETTE, METHOD_LABELS, PACE_VARIANT_LABELS
-from pace_nb.viz.style import (COLUMN, FULL, ROW, method_color, method_palette, panel_grid, require_columns,  # noqa: F401
+from pace_nb.viz.style import (COLUMN, FULL, ROW, fixed_jitter, method_color, method_palette, panel_grid, require_columns,  # noqa: F401
                               save_figure, set_style)
 
 METHOD_COLORS = PALETTE
@@ -76,7 +76,8 @@ def plot_client_accuracy(rows: pd.DataFrame, methods: Sequence[str] = ("local",)
     pal = method_palette(methods)
     kw = dict(x="receiver", y=metric, hue="method", hue_order=list(methods), palette=pal, ax=ax,
               dodge=0.4 if len(methods) > 1 else False)
-    sns.stripplot(frame, size=3.5, jitter=0.08, legend=False, alpha=0.7, **kw)
+    with fixed_jitter():
+        sns.stripplot(frame, size=3.5, jitter=0.08, legend=False, alpha=0.7, **kw)
     sns.pointplot(frame, errorbar=None, markers="_", markersize=14, linestyle="none", **kw)
     pooled = rows[(rows["receiver"] < 0) & rows["method"].isin(methods)].groupby("method")[metric].mean()
     for m, v in pooled.items():

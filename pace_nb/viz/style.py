@@ -5,6 +5,7 @@ come from :data:`pace_nb.core.schema.PALETTE` so a method looks the same everywh
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -77,3 +78,15 @@ def panel_grid(n: int, ncols: int, width: float = FULL, height: float = ROW, **k
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
+
+
+@contextlib.contextmanager
+def fixed_jitter(seed: int = 0):
+    """Seed numpy's global generator inside the block (seaborn's strip-plot jitter draws from it),
+    then restore it: the same rows give the same figure, bit for bit."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
