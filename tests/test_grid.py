@@ -63,6 +63,20 @@ def test_expand_cells_and_stable_keys():
     yaml_cfg = parse_config("experiment:\n  - datasets: [demo]\n    methods: [local, pace]\n    seeds: [7]\n", fmt="yaml")
     (cell,) = expand(yaml_cfg, METHODS)
     assert (cell.dataset, cell.partition, cell.num_clients, cell.seeds) == ("demo", "louvain", 10, (7,))
+    assert cell.data_seed == 2024
+
+
+def test_a_list_of_data_seeds_gives_one_set_of_cells_per_draw():
+    one = expand(parse_config(GRID.replace("seed_batch = 2", "seed_batch = 2\ndata_seed = 7")), METHODS)
+    many = expand(parse_config(GRID.replace("seed_batch = 2", "seed_batch = 2\ndata_seed = [7, 8, 9]")), METHODS)
+    assert {c.data_seed for c in one} == {7}
+    assert len(many) == 3 * len(one) and {c.data_seed for c in many} == {7, 8, 9}
+    assert len({c.key for c in many}) == len(many)
+    assert {c.key for c in one} <= {c.key for c in many}  # the first draw keeps its cells' keys
+    per_exp = GRID + 'data_seed = [11, 12]\n'
+    assert {c.data_seed for c in expand(parse_config(per_exp), METHODS)} == {11, 12}
+    with pytest.raises(ConfigError, match="data_seed"):
+        expand(parse_config(GRID.replace("seed_batch = 2", "seed_batch = 2\ndata_seed = [7, 7]")), METHODS)
 
 
 @pytest.mark.parametrize("bad, line, match", [

@@ -173,7 +173,7 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
     grid = raw.get("grid", {})
     _check_keys(cfg, grid, GRID_KEYS, "[grid]")
     base_seeds = _seeds(cfg, "seeds", grid.get("seeds", list(PAPER_SEEDS)))
-    base_data_seed = _seeds(cfg, "data_seed", grid.get("data_seed", DATA_SEED))[0]
+    base_data_seeds = _seeds(cfg, "data_seed", grid.get("data_seed", DATA_SEED))
     base_batch = grid.get("seed_batch")
     if base_batch is not None:
         base_batch = _ints(cfg, "seed_batch", base_batch, 1)[0]
@@ -192,7 +192,7 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
             raise cfg.error(f"beta must be > 0, got {exp.get('beta')!r}", "beta")
         clients = _ints(cfg, "clients", exp.get("clients", 10), 2)
         seeds = _seeds(cfg, "seeds", exp.get("seeds", base_seeds))
-        data_seed = _seeds(cfg, "data_seed", exp.get("data_seed", base_data_seed))[0]
+        data_seeds = _seeds(cfg, "data_seed", exp.get("data_seed", base_data_seeds))  # one draw each
         batch = _ints(cfg, "seed_batch", exp.get("seed_batch", base_batch if base_batch is not None else len(seeds)), 1)[0]
         methods = [_name(cfg, "method", str(m).lower(), known_methods, "methods") for m in _as_list(exp["methods"])]
         methods += [str(m).lower() for m in _as_list(exp.get("methods_if_available", []))
@@ -211,10 +211,11 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
             for p in parts:
                 for b in (betas if p == "dirichlet" else [None]):
                     for k in clients:
-                        for sb in _batches(seeds, batch):
-                            for g in groups:
-                                cells.append(Cell("protocol", d, p, k, b, data_seed, sb, tuple(g), tuple(variants),
-                                                  tuple(ranks), json.dumps(options, sort_keys=True)))
+                        for ds in data_seeds:
+                            for sb in _batches(seeds, batch):
+                                for g in groups:
+                                    cells.append(Cell("protocol", d, p, k, b, ds, sb, tuple(g), tuple(variants),
+                                                      tuple(ranks), json.dumps(options, sort_keys=True)))
     for sp in spears:
         _check_keys(cfg, sp, SPEAR_KEYS, "[[spear]]")
         if "datasets" not in sp:
