@@ -31,14 +31,19 @@ PACE_BASELINE_NOTES: tuple[str, ...] = (
     "to_undirected + remove_self_loops) and its Louvain sees all 3327 nodes; the 48 isolated nodes are "
     "singleton communities that Local mostly gets wrong, the mask draw moves Local by a few tenths, and no "
     "golden CiteSeer partition exists to check against — no cause found (benchmarks/citeseer_probe.py).",
+    "Masks: the paper's 20/40/40 masks are OpenFGL's split caches, one unseeded NumPy draw each (OpenFGL "
+    "parses --seed but never calls its seed_everything), so no code can regenerate them; ours are data seed "
+    "2024 with OpenFGL's per-class split sizes (checked against its shipped Cora K = 20 cache: "
+    "`benchmarks/openfgl_splits.py`). `benchmarks/data_draws.py --scheme louvain|metis` prints how far "
+    "another mask draw moves each method; that spread is not counted as a cause here.",
 )
 #: Subject of a footnote that applies to every entry of its table (when no method/dataset note does).
 EVERY_ENTRY = "Every entry"
 #: PACE Table 12 (Dirichlet β = 0.5): the partition draw itself (it also covers CiteSeer there).
 PACE_DIRICHLET_NOTES: tuple[str, ...] = tuple(n for n in PACE_BASELINE_NOTES if not n.startswith("CiteSeer:")) + (
-    f"{EVERY_ENTRY}: the paper reports ONE Dirichlet label-skew draw (OpenFGL's cache, seed unknown) and so "
-    "do we (data seed 2024); at β = 0.5 a draw fixes how skewed each client's class mix is, and Local and "
-    "PACE move by several points from one draw to the next — `benchmarks/dirichlet_draws.py` prints that "
+    f"{EVERY_ENTRY}: the paper reports ONE Dirichlet label-skew draw (OpenFGL's cache, an unseeded NumPy "
+    "draw) and so do we (data seed 2024); at β = 0.5 a draw fixes how skewed each client's class mix is, and Local and "
+    "PACE move by several points from one draw to the next — `benchmarks/data_draws.py` prints that "
     "spread over data seeds beside the paper's values, so a gap inside it is the draw, not the method.",
 )
 SPEAR_ROBUSTNESS_NOTES: tuple[str, ...] = (
