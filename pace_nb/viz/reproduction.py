@@ -86,16 +86,17 @@ def comparison_frame(comparisons: Mapping[str, pd.DataFrame], metric: str = "acc
     return f.dropna(subset=["ours", "paper"], how="all").reset_index(drop=True)
 
 
-def plot_spear_comparison(frame: pd.DataFrame, title: str = "") -> plt.Figure:
-    """Horizontal bars: every method's accuracy per dataset (ours, ± std), the paper's value as ×."""
+def plot_spear_comparison(frame: pd.DataFrame, ncols: int = 3, title: str = "") -> plt.Figure:
+    """Horizontal bars: every method's accuracy per dataset (ours, ± std), the paper's value as ×;
+    ``ncols`` panels per row, methods in one order everywhere (best mean accuracy first)."""
     ran = frame.dropna(subset=["ours"])
     if ran.empty:
         raise ConfigError("plot_spear_comparison: no entries run (run configs/spear_comparison.toml first)")
     datasets = sorted(set(ran["dataset"]), key=_dataset_order)
     methods = ran.groupby("method")["ours"].mean().sort_values(ascending=False).index.tolist()  # best first
-    fig, axes = plt.subplots(1, len(datasets), figsize=(FULL, 0.22 * len(methods) + 1.4), sharey=True, squeeze=False)
+    fig, axes = panel_grid(len(datasets), ncols, width=FULL, height=0.22 * len(methods) + 1.4, sharey=True)
     y = np.arange(len(methods))[::-1]
-    for ax, d in zip(axes[0], datasets):
+    for ax, d in zip(axes, datasets):
         g = frame[frame["dataset"] == d].set_index("method").reindex(methods)
         colors = [method_color(m) for m in methods]
         ax.barh(y, g["ours"].fillna(0), xerr=g["ours_std"].fillna(0), color=colors, height=0.7,
@@ -103,7 +104,7 @@ def plot_spear_comparison(frame: pd.DataFrame, title: str = "") -> plt.Figure:
         ax.scatter(g["paper"], y, marker="x", color="k", s=22, zorder=4)
         seeds = int(g["n_seeds"].max()) if g["n_seeds"].notna().any() else 0
         ax.set(title=f"{d} ({seeds} seed{'s' if seeds != 1 else ''})", xlabel="accuracy (%)", xlim=(0, 100))
-    axes[0][0].set_yticks(y, [COMPARISON_LABELS.get(m, m) for m in methods], fontsize="small")
+    axes[0].set_yticks(y, [COMPARISON_LABELS.get(m, m) for m in methods], fontsize="small")  # shared y
     paper = "× paper" if frame["paper"].notna().any() else "no paper values in the available text"
     fig.suptitle(title or f"SPEAR Tab. 1: global model on the complete graph (Dirichlet β = 0.05, K = 10; {paper})")
     return fig
