@@ -1,6 +1,7 @@
 """REPRODUCTION.md (`pace-nb report`), the shipped results store and the reading order of stores."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -158,3 +159,63 @@ def test_gaps_within_seed_noise_are_labelled_with_the_standard_error():
     assert report.gap_cause("2", pd.Series({**e, "diff": 5.5})) == ""
     assert report.gap_cause("2", pd.Series({**e, "n_seeds": 1})) == ""  # one seed: no spread, no claim
     assert report.gap_cause("1", pd.Series({**e, "method": "fedprox"})).endswith("(FedProx)")  # a footnote first
+
+
+def _drawn(offsets: dict[tuple[str, str], float], data_seed: int) -> pd.DataFrame:
+    """Table 1 Cora rows (see :func:`_table1_rows`) that record their data seed, as grid rows do."""
+    return _table1_rows(offsets).assign(params=json.dumps({"data": {"seed": data_seed, "scheme": "louvain"}}))
+
+
+def test_data_seeds_read_from_params():
+    from pace_nb.analysis.draws import data_seeds
+
+    params = pd.Series([json.dumps({"data": {"seed": 2025}}), "{}", "", "not json", json.dumps({"data": {"seed": True}}),
+                        None, json.dumps({"seed": 7})])
+    assert data_seeds(params).tolist() == [2025, -1, -1, -1, -1, -1, -1]
+
+
+def test_draw_spread_against_numpy_and_the_mask_draw_cause():
+    import numpy as np
+
+    from pace_nb.analysis import draws as dr
+    from pace_nb.analysis.tables import comparison
+
+    main = comparison("1", _drawn(OFFSETS, 2024))
+    others = {2025: _drawn({k: v + 1.0 for k, v in OFFSETS.items()}, 2025),
+              2026: _drawn({k: v - 2.5 for k, v in OFFSETS.items()}, 2026)}
+    spread = dr.draw_spread("1", main, others)
+    i = main.index[(main["method"] == "pace") & (main["dataset"] == "Cora") & (main["metric"] == "acc")][0]
+    vals = [main.loc[i, "ours_mean"] + d for d in (0.0, 1.0, -2.5)]
+    assert spread.loc[i, "n_draws"] == 3
+    assert spread.loc[i, "draw_std"] == pytest.approx(np.std(vals, ddof=1))
+    assert (spread.loc[i, "draw_min"], spread.loc[i, "draw_max"]) == pytest.approx((min(vals), max(vals)))
+    assert (spread["n_draws"][main["ours_mean"].isna()] == 0).all()  # entries not run have no spread
+    assert dr.draw_spread("1", main, dict(list(others.items())[:1]))["n_draws"].max() == 0  # 2 draws: too few
+    assert dr.draw_spread("4", comparison("4", _drawn(OFFSETS, 2024)), others)["n_draws"].max() == 0
+    # PACE Cora acc is +3.0 off; 2√2 · SD(draws) = 2√2 · 1.80 = 5.09 covers it, half that spread would not
+    e = pd.Series({"method": "pace", "dataset": "Cora", "diff": 3.0, "n_seeds": 5, "ours_std": 0.16,
+                   "paper_std": 0.3, "n_draws": 3, "draw_std": np.std(vals, ddof=1)})
+    assert report.gap_cause("1", e) == f"mask draw (≤ 2√2 SD = {2 * 2 ** 0.5 * np.std(vals, ddof=1):.2f}, 3 draws)"
+    assert report.gap_cause("1", pd.Series({**e, "draw_std": 0.5})) == ""
+    assert report.gap_cause("1", pd.Series({**e, "n_draws": 2})) == ""
+
+
+def test_report_reads_the_mask_draws_of_the_store(tmp_path):
+    store = ResultsStore(tmp_path / "store")
+    store.append(_drawn(OFFSETS, 2024), cell_key="k1", cell={"kind": "protocol", "dataset": "Cora"}, seconds=5.0)
+    draws = ResultsStore(tmp_path / "store" / "draws")
+    draws.append(_drawn({k: v - 3.0 for k, v in OFFSETS.items()}, 2025), cell_key="d1", seconds=4.0)
+    draws.append(_drawn({k: v - 6.0 for k, v in OFFSETS.items()}, 2026), cell_key="d2", seconds=4.0)
+    draws.append(_drawn({k: v + 50.0 for k, v in OFFSETS.items()}, 2024), cell_key="d0", seconds=4.0)  # the main draw again: ignored
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[grid]\nseeds = [1]\n[[experiment]]\ndatasets = ["demo"]\nmethods = ["local"]\n', encoding="utf-8")
+    text = report.report_from_store(store, [cfg], tables=["1"])
+    pace_acc = [ln for ln in text.splitlines() if ln.startswith("| 1 | PACE (Ours) | Cora Acc |")]
+    # our PACE accuracy draws: paper + 3.0, + 0.0, − 3.0 → SD 3.0, 2√2·SD = 8.49 ≥ 3.0
+    assert len(pace_acc) == 1 and "mask draw (≤ 2√2 SD = 8.49, 3 draws)" in pace_acc[0]
+    lo, hi = (paper_values("pace", table="1", dataset="Cora", method="pace", metric="acc").value.item() + d
+              for d in (-3.0, 3.0))
+    assert f"{lo:.2f}–{hi:.2f} (3)" in pace_acc[0]
+    assert "(1 cells," in text  # the draws are not counted as the main store's cells
+    readme = report.readme_from_store(store, [cfg])
+    assert "`d1`" in readme and "draws/" in readme

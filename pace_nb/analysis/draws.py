@@ -1,0 +1,81 @@
+"""Mask draws: how far a table entry of ours moves from one data draw to the next.
+
+Louvain and METIS partitions are deterministic, so a data seed changes only the clients'
+20/40/40 masks. The paper's masks are one unseeded OpenFGL draw (``benchmarks/openfgl_splits.py``):
+no code can regenerate them, so part of any gap is the draw. ``configs/pace_draws.toml`` reruns
+the settings in question on more data seeds into the store's ``draws/`` folder (never the main
+store: a table shows one draw per setting); :func:`draw_spread` gives, per entry of a table, the
+spread of our means over the main draw and those draws. Two independent draws' means differ by
+``√2 · s`` in standard deviation, ``s`` the standard deviation of our means over draws (seed noise
+included), so a gap within ``2√2 · s`` is labelled "mask draw" (:func:`draw_noise`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Mapping
+
+import pandas as pd
+
+#: Folder of a results store that holds the mask draws (a results store of its own).
+DRAWS_FOLDER = "draws"
+#: Tables whose entries are functions of one setting's rows (Table 4 ranks methods, App. A pools
+#: units; a draw with fewer methods would change what they compare).
+DRAW_TABLES: tuple[str, ...] = ("1", "3", "6", "7", "8", "9", "10", "11", "12")
+#: Fewest draws (the main one included) from which a spread is read.
+MIN_DRAWS = 3
+
+
+def data_seeds(params: pd.Series) -> pd.Series:
+    """The data seed of each row (``params["data"]["seed"]``), ``-1`` when the row records none."""
+    def seed(text: str) -> int:
+        try:
+            obj = json.loads(text) if text else {}
+        except ValueError:
+            return -1
+        data = obj.get("data") if isinstance(obj, Mapping) else None
+        value = data.get("seed") if isinstance(data, Mapping) else None
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else -1
+
+    text = params.fillna("").astype(str)
+    return text.map({p: seed(p) for p in text.unique()}).astype("int64")
+
+
+def split_draws(rows: pd.DataFrame | None, exclude: set[int] | frozenset[int] = frozenset()) -> dict[int, pd.DataFrame]:
+    """Rows grouped by data seed (rows without one and seeds in ``exclude`` are left out)."""
+    if rows is None or not len(rows):
+        return {}
+    seeds = data_seeds(rows["params"])
+    return {int(s): g for s, g in rows.groupby(seeds) if s >= 0 and int(s) not in exclude}
+
+
+def draw_spread(table_id: str, main: pd.DataFrame, draws: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+    """Per entry of ``main`` (:func:`~pace_nb.analysis.tables.comparison` of the main draw): our means
+    over the main draw and each of ``draws`` → ``n_draws``, ``draw_std`` (sample), ``draw_min``, ``draw_max``.
+    Tables outside :data:`DRAW_TABLES` and entries with fewer than :data:`MIN_DRAWS` draws get NaN."""
+    from pace_nb.analysis.tables import comparison
+
+    out = pd.DataFrame({"n_draws": 0, "draw_std": math.nan, "draw_min": math.nan, "draw_max": math.nan},
+                       index=main.index)
+    if table_id not in DRAW_TABLES or not draws or main.empty:
+        return out
+    means = [main["ours_mean"]]
+    for rows in draws.values():
+        comp = comparison(table_id, rows)
+        if not (comp["row"].tolist() == main["row"].tolist() and comp["col"].tolist() == main["col"].tolist()):
+            raise AssertionError(f"table {table_id}: a draw's entries do not line up with the main draw's")
+        means.append(pd.to_numeric(comp["ours_mean"], errors="coerce").set_axis(main.index))
+    m = pd.concat(means, axis=1)
+    n = m.notna().sum(axis=1)
+    ok = (n >= MIN_DRAWS) & main["ours_mean"].notna()
+    out.loc[ok, "n_draws"] = n[ok]
+    out.loc[ok, "draw_std"] = m[ok].std(axis=1)
+    out.loc[ok, "draw_min"] = m[ok].min(axis=1)
+    out.loc[ok, "draw_max"] = m[ok].max(axis=1)
+    return out
+
+
+def draw_noise(entry: pd.Series) -> float:
+    """Standard deviation of the difference of two draws' means, ``√2 · draw_std``; NaN without draws."""
+    s, n = entry.get("draw_std", math.nan), entry.get("n_draws", 0)
+    return math.sqrt(2) * float(s) if n and n >= MIN_DRAWS and s == s else math.nan
