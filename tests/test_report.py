@@ -192,12 +192,18 @@ def test_draw_spread_against_numpy_and_the_mask_draw_cause():
     assert (spread["n_draws"][main["ours_mean"].isna()] == 0).all()  # entries not run have no spread
     assert dr.draw_spread("1", main, dict(list(others.items())[:1]))["n_draws"].max() == 0  # 2 draws: too few
     assert dr.draw_spread("4", comparison("4", _drawn(OFFSETS, 2024)), others)["n_draws"].max() == 0
-    # PACE Cora acc is +3.0 off; 2√2 · SD(draws) = 2√2 · 1.80 = 5.09 covers it, half that spread would not
-    e = pd.Series({"method": "pace", "dataset": "Cora", "diff": 3.0, "n_seeds": 5, "ours_std": 0.16,
-                   "paper_std": 0.3, "n_draws": 3, "draw_std": np.std(vals, ddof=1)})
-    assert report.gap_cause("1", e) == f"mask draw (≤ 2√2 SD = {2 * 2 ** 0.5 * np.std(vals, ddof=1):.2f}, 3 draws)"
-    assert report.gap_cause("1", pd.Series({**e, "draw_std": 0.5})) == ""
+    # the 95 % prediction interval of one more draw: mean ± t(0.975, 2) · SD · √(1 + 1/3), by hand
+    from scipy.stats import t
+
+    mean, sd = np.mean(vals), np.std(vals, ddof=1)
+    half = t.ppf(0.975, 2) * sd * np.sqrt(1 + 1 / 3)
+    assert dr.draw_interval(pd.concat([main.loc[i], spread.loc[i]])) == pytest.approx((mean - half, mean + half))
+    e = pd.Series({"method": "pace", "dataset": "Cora", "diff": 3.0, "paper_mean": main.loc[i, "paper_mean"],
+                   "n_seeds": 5, "ours_std": 0.16, "paper_std": 0.3, "n_draws": 3, "draw_mean": mean, "draw_std": sd})
+    assert report.gap_cause("1", e) == f"mask draw (paper in {mean - half:.2f}–{mean + half:.2f}, 95 % PI of a draw; 3 draws)"
+    assert report.gap_cause("1", pd.Series({**e, "draw_std": 0.5})) == ""  # a paper value outside a narrow interval
     assert report.gap_cause("1", pd.Series({**e, "n_draws": 2})) == ""
+    assert all(np.isnan(dr.draw_interval(pd.Series({"n_draws": 0}))))
 
 
 def test_report_reads_the_mask_draws_of_the_store(tmp_path):
@@ -211,11 +217,11 @@ def test_report_reads_the_mask_draws_of_the_store(tmp_path):
     cfg.write_text('[grid]\nseeds = [1]\n[[experiment]]\ndatasets = ["demo"]\nmethods = ["local"]\n', encoding="utf-8")
     text = report.report_from_store(store, [cfg], tables=["1"])
     pace_acc = [ln for ln in text.splitlines() if ln.startswith("| 1 | PACE (Ours) | Cora Acc |")]
-    # our PACE accuracy draws: paper + 3.0, + 0.0, − 3.0 → SD 3.0, 2√2·SD = 8.49 ≥ 3.0
-    assert len(pace_acc) == 1 and "mask draw (≤ 2√2 SD = 8.49, 3 draws)" in pace_acc[0]
-    lo, hi = (paper_values("pace", table="1", dataset="Cora", method="pace", metric="acc").value.item() + d
-              for d in (-3.0, 3.0))
-    assert f"{lo:.2f}–{hi:.2f} (3)" in pace_acc[0]
+    # our PACE accuracy draws: paper + 3.0, + 0.0, − 3.0: mean = the paper's value, inside any interval
+    paper = paper_values("pace", table="1", dataset="Cora", method="pace", metric="acc").value.item()
+    half = 4.302653 * 3.0 * (4 / 3) ** 0.5  # t(0.975, 2) · SD · √(1 + 1/3)
+    assert len(pace_acc) == 1 and f"mask draw (paper in {paper - half:.2f}–{paper + half:.2f}" in pace_acc[0]
+    assert f"{paper - 3.0:.2f}–{paper + 3.0:.2f} (3)" in pace_acc[0]
     assert "(1 cells," in text  # the draws are not counted as the main store's cells
     readme = report.readme_from_store(store, [cfg])
     assert "`d1`" in readme and "draws/" in readme

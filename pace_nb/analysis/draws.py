@@ -5,9 +5,10 @@ Louvain and METIS partitions are deterministic, so a data seed changes only the 
 no code can regenerate them, so part of any gap is the draw. ``configs/pace_draws.toml`` reruns
 the settings in question on more data seeds into the store's ``draws/`` folder (never the main
 store: a table shows one draw per setting); :func:`draw_spread` gives, per entry of a table, the
-spread of our means over the main draw and those draws. Two independent draws' means differ by
-``√2 · s`` in standard deviation, ``s`` the standard deviation of our means over draws (seed noise
-included), so a gap within ``2√2 · s`` is labelled "mask draw" (:func:`draw_noise`).
+mean and spread of our means over the main draw and those draws. A paper value inside the 95 %
+prediction interval of one more of our draws, ``mean ± t₀.₉₇₅,ₙ₋₁ · s · √(1 + 1/n)`` (``s`` the
+sample standard deviation of our n draw means, seed noise included), is what another mask draw
+gives: :func:`draw_interval`.
 """
 from __future__ import annotations
 
@@ -51,12 +52,13 @@ def split_draws(rows: pd.DataFrame | None, exclude: set[int] | frozenset[int] = 
 
 def draw_spread(table_id: str, main: pd.DataFrame, draws: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     """Per entry of ``main`` (:func:`~pace_nb.analysis.tables.comparison` of the main draw): our means
-    over the main draw and each of ``draws`` → ``n_draws``, ``draw_std`` (sample), ``draw_min``, ``draw_max``.
+    over the main draw and each of ``draws`` → ``n_draws``, ``draw_mean``, ``draw_std`` (sample),
+    ``draw_min``, ``draw_max``.
     Tables outside :data:`DRAW_TABLES` and entries with fewer than :data:`MIN_DRAWS` draws get NaN."""
     from pace_nb.analysis.tables import comparison
 
-    out = pd.DataFrame({"n_draws": 0, "draw_std": math.nan, "draw_min": math.nan, "draw_max": math.nan},
-                       index=main.index)
+    out = pd.DataFrame({"n_draws": 0, "draw_mean": math.nan, "draw_std": math.nan, "draw_min": math.nan,
+                        "draw_max": math.nan}, index=main.index)
     if table_id not in DRAW_TABLES or not draws or main.empty:
         return out
     means = [main["ours_mean"]]
@@ -69,13 +71,20 @@ def draw_spread(table_id: str, main: pd.DataFrame, draws: Mapping[int, pd.DataFr
     n = m.notna().sum(axis=1)
     ok = (n >= MIN_DRAWS) & main["ours_mean"].notna()
     out.loc[ok, "n_draws"] = n[ok]
+    out.loc[ok, "draw_mean"] = m[ok].mean(axis=1)
     out.loc[ok, "draw_std"] = m[ok].std(axis=1)
     out.loc[ok, "draw_min"] = m[ok].min(axis=1)
     out.loc[ok, "draw_max"] = m[ok].max(axis=1)
     return out
 
 
-def draw_noise(entry: pd.Series) -> float:
-    """Standard deviation of the difference of two draws' means, ``√2 · draw_std``; NaN without draws."""
-    s, n = entry.get("draw_std", math.nan), entry.get("n_draws", 0)
-    return math.sqrt(2) * float(s) if n and n >= MIN_DRAWS and s == s else math.nan
+def draw_interval(entry: pd.Series) -> tuple[float, float]:
+    """95 % prediction interval of one more draw's mean, ``draw_mean ± t₀.₉₇₅,ₙ₋₁ · draw_std · √(1 + 1/n)``;
+    NaNs without :data:`MIN_DRAWS` draws."""
+    from scipy.stats import t
+
+    n, mean, s = entry.get("n_draws", 0), entry.get("draw_mean", math.nan), entry.get("draw_std", math.nan)
+    if not n or n < MIN_DRAWS or s != s or mean != mean:
+        return math.nan, math.nan
+    half = float(t.ppf(0.975, int(n) - 1)) * float(s) * math.sqrt(1 + 1 / int(n))
+    return float(mean) - half, float(mean) + half

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from pace_nb.analysis.draws import DRAWS_FOLDER, draw_noise, draw_spread, split_draws
+from pace_nb.analysis.draws import DRAWS_FOLDER, draw_interval, draw_spread, split_draws
 from pace_nb.analysis.gap_notes import EVERY_ENTRY
 from pace_nb.analysis.tables import NOT_RUN, TABLES, build_tables, canonical_method, render_markdown
 from pace_nb.analysis.spear_comparison import COMPARISON_LABELS, is_comparison
@@ -95,18 +95,18 @@ def seed_noise(entry: pd.Series) -> float:
 
 def gap_cause(table_id: str, entry: pd.Series) -> str:
     """The footnote cause (:func:`table_cause`); else "seed noise" when |ours − paper| ≤ 2 standard
-    errors of the difference (:func:`seed_noise`); else "mask draw" when it is within 2 standard
-    deviations of the difference of two draws (:func:`~pace_nb.analysis.draws.draw_noise`, from the
-    entry's ``n_draws``/``draw_std``); else ``""``."""
+    errors of the difference (:func:`seed_noise`); else "mask draw" when the paper's value lies in the
+    95 % prediction interval of one more of our mask draws (:func:`~pace_nb.analysis.draws.draw_interval`,
+    from the entry's ``n_draws``/``draw_mean``/``draw_std``); else ``""``."""
     cause = table_cause(table_id, entry)
     if cause:
         return cause
     se = seed_noise(entry)
     if se == se and abs(entry["diff"]) <= 2 * se:
         return f"seed noise (≤ 2 SE = {2 * se:.2f})"
-    sd = draw_noise(entry)
-    if sd == sd and abs(entry["diff"]) <= 2 * sd:
-        return f"mask draw (≤ 2√2 SD = {2 * sd:.2f}, {int(entry['n_draws'])} draws)"
+    lo, hi = draw_interval(entry)
+    if lo == lo and lo <= entry["paper_mean"] <= hi:
+        return f"mask draw (paper in {lo:.2f}–{hi:.2f}, 95 % PI of a draw; {int(entry['n_draws'])} draws)"
     return ""
 
 
@@ -228,9 +228,9 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
     out += ["", f"### Entries off by more than {LIST_ABOVE:g} points", "",
             "Cause: the footnote of that table about the entry's method or dataset (or its table-wide note); "
             "else \"seed noise\" when the gap is within 2 standard errors of the difference of the two means "
-            "(both seed spreads, our seed count for both); else \"mask draw\" when it is within 2 standard "
-            "deviations of the difference of two mask draws (√2 × the standard deviation of our means over the "
-            "draws; the paper's masks are one unseeded draw); \"–\" = no known cause. \"Our draws\": the range "
+            "(both seed spreads, our seed count for both); else \"mask draw\" when the paper's value lies in the "
+            "95 % prediction interval of one more of our mask draws (mean ± t₀.₉₇₅,ₙ₋₁ · s · √(1 + 1/n) over our "
+            "n draw means; the paper's masks are one unseeded draw); \"–\" = no known cause. \"Our draws\": the range "
             "of our means over the mask draws of that setting (data seed 2024 and the cells of "
             "`configs/pace_draws.toml` in the store's `draws/` folder) and their number.", ""]
     if far_frame.empty:
