@@ -13,6 +13,7 @@ import math
 import pandas as pd
 
 from pace_nb.core.schema import METHOD_LABELS
+from pace_nb.data.datasets import dataset_order
 from pace_nb.experiments.store import normalize_rows
 
 #: SPEAR's comparison in the paper's row order (Tab. 1/3) and its labels.
@@ -65,7 +66,7 @@ def entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -> pd.Da
     base = dict(paper="spear", table=table, partition="dirichlet", beta=0.05, num_clients=10, rank=0,
                 value=math.nan, std=math.nan, note="")
     r = _comparison_rows(rows)
-    datasets = list(dict.fromkeys(r.dataset)) if r is not None else []
+    datasets = sorted(set(r.dataset), key=dataset_order) if r is not None else []
     pairs = [(m, "full" if m == "spear" else "native") for m in SPEAR_COMPARISON]
     if r is not None:  # other widths that were run (e.g. FedAvg at hidden 256 for Tab. 3)
         pairs += [(m, v) for m, v in dict.fromkeys(zip(r.method.str.lower(), r.variant))

@@ -92,6 +92,12 @@ def register_dataset(name: str, *, files: tuple[str, ...] = (), folder: str | No
     return add
 
 
+def dataset_order(name: str) -> tuple[int, str]:
+    """Sort key: registry order (Cora, CiteSeer, PubMed, Computers, Photo, CS, …), unknown names last."""
+    names = list(DATASETS)
+    return (names.index(name) if name in names else len(names), name)
+
+
 def canonical_name(name: str) -> str:
     """Case-insensitive lookup of a dataset name → its canonical spelling."""
     return DATASETS.key(str(name).strip())

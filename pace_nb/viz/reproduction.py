@@ -18,6 +18,7 @@ import pandas as pd
 from pace_nb.analysis.spear_comparison import COMPARISON_LABELS
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import METHOD_LABELS
+from pace_nb.data.datasets import dataset_order
 from pace_nb.viz.style import FULL, ROW, method_color, panel_grid
 
 _COLS = ["dataset", "num_clients", "method", "ours", "ours_std", "paper", "n_seeds"]
@@ -36,14 +37,6 @@ def _entries(comparisons: Mapping[str, pd.DataFrame], tables: Sequence[str], met
                          "n_seeds": pd.to_numeric(f["n_seeds"], errors="coerce")}).reset_index(drop=True)
 
 
-def _dataset_order(name: str) -> tuple[int, str]:
-    """Registry order of the datasets (Cora, CiteSeer, PubMed, …), unknown names last."""
-    from pace_nb.data.datasets import DATASETS
-
-    names = list(DATASETS)
-    return (names.index(name) if name in names else len(names), name)
-
-
 def scaling_frame(comparisons: Mapping[str, pd.DataFrame], methods: Sequence[str] = ("local", "pace", "fedavg", "fedpub"),
                   metric: str = "acc") -> pd.DataFrame:
     """``dataset, num_clients, method, ours, ours_std, paper, n_seeds`` of PACE Tables 1/8/9."""
@@ -57,7 +50,7 @@ def plot_client_scaling(frame: pd.DataFrame, ncols: int = 3, title: str = "") ->
     ran = frame.dropna(subset=["ours"])
     if ran.empty:
         raise ConfigError("plot_client_scaling: no entries run (run configs/pace_main.toml first)")
-    datasets = sorted(set(ran["dataset"]), key=_dataset_order)  # datasets never run are left out
+    datasets = sorted(set(ran["dataset"]), key=dataset_order)  # datasets never run are left out
     fig, axes = panel_grid(len(datasets), ncols, width=FULL, height=ROW)
     for ax, d in zip(axes, datasets):
         g = frame[frame["dataset"] == d]
@@ -92,7 +85,7 @@ def plot_spear_comparison(frame: pd.DataFrame, ncols: int = 3, title: str = "") 
     ran = frame.dropna(subset=["ours"])
     if ran.empty:
         raise ConfigError("plot_spear_comparison: no entries run (run configs/spear_comparison.toml first)")
-    datasets = sorted(set(ran["dataset"]), key=_dataset_order)
+    datasets = sorted(set(ran["dataset"]), key=dataset_order)
     methods = ran.groupby("method")["ours"].mean().sort_values(ascending=False).index.tolist()  # best first
     fig, axes = panel_grid(len(datasets), ncols, width=FULL, height=0.22 * len(methods) + 1.4, sharey=True)
     y = np.arange(len(methods))[::-1]
