@@ -74,4 +74,8 @@ def entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -> pd.Da
     metrics_ = ("acc",) if table == "main" else ("seconds", "kib_client", "mib_total")
     extra = [dict(base, dataset=d, method=m, variant=v, metric=x) for d in datasets for m, v in pairs for x in metrics_]
     frame = pd.concat([paper, pd.DataFrame(extra, columns=paper.columns)], ignore_index=True)
-    return frame.drop_duplicates(subset=["dataset", "method", "variant", "metric"], keep="first")
+    frame = frame.drop_duplicates(subset=["dataset", "method", "variant", "metric"], keep="first")
+    # columns dataset by dataset (registry order), each in the metrics' order; rows keep the methods' order
+    order = [(dataset_order(d), metrics_.index(m) if m in metrics_ else len(metrics_)) for d, m in
+             zip(frame["dataset"], frame["metric"])]
+    return frame.iloc[sorted(range(len(frame)), key=order.__getitem__)].reset_index(drop=True)
