@@ -44,7 +44,17 @@ def _comparison_rows(rows: pd.DataFrame | None) -> pd.DataFrame | None:
 
 
 def ours(e: pd.Series, rows: pd.DataFrame | None) -> tuple[float, float, int]:
+    """(mean, sample std, n) over data seeds of entry ``e`` (dataset, method, variant, metric)."""
+    return scores(pd.DataFrame([e]), rows)[0]
+
+
+def scores(entries_: pd.DataFrame, rows: pd.DataFrame | None) -> list[tuple[float, float, int]]:
+    """:func:`ours` of every entry, the comparison rows selected once."""
     r = _comparison_rows(rows)
+    return [_score(e, r) for _, e in entries_.iterrows()]
+
+
+def _score(e: pd.Series, r: pd.DataFrame | None) -> tuple[float, float, int]:
     if r is None:
         return math.nan, math.nan, 0
     r = r[(r.dataset == e.dataset) & (r.num_clients == e.num_clients) & ((r.beta - e.beta).abs() < 1e-9)

@@ -68,7 +68,7 @@ class _Ours:
     def __init__(self, rows: pd.DataFrame | None):
         rows = normalize_rows(rows) if rows is not None and len(rows) else None
         if rows is None:
-            self.summary = pd.DataFrame(columns=list(SETTING))
+            self.summary, self._records = pd.DataFrame(columns=list(SETTING)), {}
             return
         if "params" in rows.columns:  # SPEAR's comparison rows are read by analysis.spear_comparison only
             rows = rows[~sc.is_comparison(rows["params"])]
@@ -77,14 +77,15 @@ class _Ours:
         summ = summarize(rows)
         summ["beta"] = summ["beta"].fillna(-1.0)
         self.summary = summ.set_index(list(SETTING)).sort_index()
+        self._records = dict(zip(self.summary.index, self.summary.to_dict("records")))  # O(1) lookups
 
     def get(self, dataset, partition, beta, k, method, variant, rank, metric):
         key = (dataset, partition, -1.0 if beta != beta else float(beta), int(k), method, variant, int(rank))
-        if key not in self.summary.index:
+        rec = self._records.get(key)
+        if rec is None:
             if (method, variant) == ("local", "cnll"):  # Local + CNLL is Local (α has nothing to add)
                 return self.get(dataset, partition, beta, k, "local", "native", 0, metric)
             return math.nan, math.nan, 0
-        rec = self.summary.loc[[key]].iloc[0]
         if metric == "alpha_zero_pct":
             return 100 * rec["alpha_zero_frac"], math.nan, int(rec["n_seeds"])
         mcol, scol = _SUMMARY[metric]
@@ -239,16 +240,23 @@ def _row_scope(params) -> str:
         return ""
 
 
-def _spear_ours(e: pd.Series, rows: pd.DataFrame | None, scope: str = "clients") -> tuple[float, float, int]:
+def _spear_rows(rows: pd.DataFrame | None) -> pd.DataFrame | None:
+    """SPEAR's pooled Dirichlet rows, without the comparison's (those belong to Tab. 1/3,
+    :mod:`analysis.spear_comparison`), with the perturbation scope of each row (``_scope``)."""
     if rows is None or not len(rows):
-        return math.nan, math.nan, 0
+        return None
     r = normalize_rows(rows)
-    if "params" in r.columns:  # SPEAR's comparison rows belong to Tab. 1/3 (analysis.spear_comparison)
-        r = r[~sc.is_comparison(r["params"])]
-    if e.metric == "max_drop_pts" and "params" in r.columns:  # robustness rows of the other scope are left out
-        r = r[[_row_scope(p) in ("", scope) for p in r["params"]]]
-    r = r[(r.partition == "dirichlet") & (r.num_clients == e.num_clients) & (r.receiver == -1)
-          & ((r.beta - e.beta).abs() < 1e-9)]
+    r = r[~sc.is_comparison(r["params"]) & (r.partition == "dirichlet") & (r.receiver == -1)]
+    return r.assign(_scope=r["params"].map({p: _row_scope(p) for p in r["params"].unique()}))
+
+
+def _spear_ours(e: pd.Series, r: pd.DataFrame | None, scope: str = "clients") -> tuple[float, float, int]:
+    """Entry ``e`` of a SPEAR table from :func:`_spear_rows`."""
+    if r is None:
+        return math.nan, math.nan, 0
+    if e.metric == "max_drop_pts":  # robustness rows of the other scope are left out
+        r = r[r["_scope"].isin(["", scope])]
+    r = r[(r.num_clients == e.num_clients) & ((r.beta - e.beta).abs() < 1e-9)]
     if e.dataset != "all":
         r = r[r.dataset == e.dataset]
     sel = lambda m, v: r[(r.method.map(canonical_method) == m) & (r.variant == v)]
@@ -303,11 +311,12 @@ def comparison(table_id: str, rows: pd.DataFrame | None) -> pd.DataFrame:
     paper = paper_values(t.paper, table=t.table)
     if t.paper == "spear" and t.table in ("main", "cost"):  # SPEAR Tab. 1/3: analysis.spear_comparison
         paper = sc.entries(t.table, paper, rows)
-        got = [sc.ours(e, rows) for _, e in paper.iterrows()]
+        got = sc.scores(paper, rows)
     elif t.paper == "spear":
         paper = _spear_entries(t.table, paper, rows)
         scope = "global" if table_id.endswith("-global") else "clients"
-        got = [_spear_ours(e, rows, scope) for _, e in paper.iterrows()]
+        spear_rows = _spear_rows(rows)
+        got = [_spear_ours(e, spear_rows, scope) for _, e in paper.iterrows()]
     elif t.table == "A":
         got = [_appendix_a(e, rows) for _, e in paper.iterrows()]
     else:
