@@ -277,12 +277,16 @@ def representation_frames(fg, baselines: Sequence[str], rounds: int, seed: int, 
     return representation_study(fg, hidden=hidden, umap=True)
 
 
-def prototype_frames(fg, config=None, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def prototype_frames(fg, config=None, seed: int = 0, coords: pd.DataFrame | None = None
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """SPEAR Fig. 5 inputs: (UMAP of nodes, UMAP of local/global prototypes, mean cosine
-    distance to the true centroids per kind, in the clients' representation space)."""
+    distance to the true centroids per kind, in the clients' representation space). ``coords``:
+    stored :func:`~pace_nb.methods.spear.analysis.prototype_umap` output (UMAP layouts differ
+    between builds of its dependencies, so a notebook stores them as figure data); None computes it."""
     from pace_nb.methods.spear.analysis import prototype_alignment, prototype_umap
 
-    coords = prototype_umap(fg, config, seed=seed)
+    if coords is None:
+        coords = prototype_umap(fg, config, seed=seed)
     align, _ = prototype_alignment(fg, config)
     row = align[align["centroids"] == "client"].iloc[0]
     return (coords[coords["kind"] == "node"], coords[coords["kind"] != "node"],
