@@ -259,6 +259,20 @@ def _failure(path: Path, output: Path, exc) -> NotebookFailed:
                           f"— executed copy with the traceback: {output}")
 
 
+def _kernel_manager() -> dict:
+    """Kernel over IPC sockets where the OS has them (POSIX): nothing travels over TCP and the
+    kernel does not warn about unencrypted TCP on every notebook."""
+    if os.name != "posix":
+        return {}
+    from jupyter_client.manager import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kw):
+            super().__init__(transport="ipc", **kw)
+
+    return {"kernel_manager_class": IPCKernelManager}
+
+
 def execute_notebook(path: Path, output: Path, parameters: dict, timeout: int = 900, recompute: bool = False) -> None:
     """Execute one notebook with papermill in a fresh ``python3`` kernel (cwd = its folder);
     ``recompute``: its figure data is computed afresh, not read (``$PACE_NB_RECOMPUTE`` in the kernel)."""
@@ -272,7 +286,8 @@ def execute_notebook(path: Path, output: Path, parameters: dict, timeout: int = 
     with kernel_environment(**({RECOMPUTE_ENV: "1"} if recompute else {})):
         try:
             pm.execute_notebook(str(path), str(output), parameters=parameters, kernel_name=KERNEL,
-                                progress_bar=False, cwd=str(path.parent), execution_timeout=timeout)
+                                progress_bar=False, cwd=str(path.parent), execution_timeout=timeout,
+                                **_kernel_manager())
         except PapermillExecutionError as exc:
             raise _failure(path, output, exc) from exc
 

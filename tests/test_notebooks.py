@@ -251,3 +251,9 @@ def test_widgets_attach_once_in_a_live_kernel(tmp_path):
     outs = nbformat.read(run[0].output, as_version=4).cells[-1].outputs
     assert [o.output_type for o in outs] == ["display_data"]
     assert "application/vnd.jupyter.widget-view+json" in outs[0].data and "image/png" not in outs[0].data
+
+
+@pytest.mark.skipif(os.name != "posix", reason="IPC kernel sockets are POSIX-only")
+def test_kernels_talk_over_ipc_not_tcp():
+    km = nbr._kernel_manager()["kernel_manager_class"](kernel_name=nbr.KERNEL)
+    assert km.transport == "ipc"
