@@ -181,8 +181,8 @@ def test_draw_spread_against_numpy_and_the_mask_draw_cause():
     from pace_nb.analysis.tables import comparison
 
     main = comparison("1", _drawn(OFFSETS, 2024))
-    others = {2025: _drawn({k: v + 1.0 for k, v in OFFSETS.items()}, 2025),
-              2026: _drawn({k: v - 2.5 for k, v in OFFSETS.items()}, 2026)}
+    others = {2025: comparison("1", _drawn({k: v + 1.0 for k, v in OFFSETS.items()}, 2025)),
+              2026: comparison("1", _drawn({k: v - 2.5 for k, v in OFFSETS.items()}, 2026))}
     spread = dr.draw_spread("1", main, others)
     i = main.index[(main["method"] == "pace") & (main["dataset"] == "Cora") & (main["metric"] == "acc")][0]
     vals = [main.loc[i, "ours_mean"] + d for d in (0.0, 1.0, -2.5)]

@@ -52,18 +52,15 @@ def split_draws(rows: pd.DataFrame | None, exclude: set[int] | frozenset[int] = 
 
 def draw_spread(table_id: str, main: pd.DataFrame, draws: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     """Per entry of ``main`` (:func:`~pace_nb.analysis.tables.comparison` of the main draw): our means
-    over the main draw and each of ``draws`` → ``n_draws``, ``draw_mean``, ``draw_std`` (sample),
-    ``draw_min``, ``draw_max``.
+    over the main draw and each of ``draws`` (data seed → the same table's comparison of that draw's
+    rows) → ``n_draws``, ``draw_mean``, ``draw_std`` (sample), ``draw_min``, ``draw_max``.
     Tables outside :data:`DRAW_TABLES` and entries with fewer than :data:`MIN_DRAWS` draws get NaN."""
-    from pace_nb.analysis.tables import comparison
-
     out = pd.DataFrame({"n_draws": 0, "draw_mean": math.nan, "draw_std": math.nan, "draw_min": math.nan,
                         "draw_max": math.nan}, index=main.index)
     if table_id not in DRAW_TABLES or not draws or main.empty:
         return out
     means = [main["ours_mean"]]
-    for rows in draws.values():
-        comp = comparison(table_id, rows)
+    for comp in draws.values():
         if not (comp["row"].tolist() == main["row"].tolist() and comp["col"].tolist() == main["col"].tolist()):
             raise AssertionError(f"table {table_id}: a draw's entries do not line up with the main draw's")
         means.append(pd.to_numeric(comp["ours_mean"], errors="coerce").set_axis(main.index))

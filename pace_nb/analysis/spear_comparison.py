@@ -43,13 +43,9 @@ def _comparison_rows(rows: pd.DataFrame | None) -> pd.DataFrame | None:
     return r[is_comparison(r["params"]) & (r.partition == "dirichlet") & (r.receiver == -1)]
 
 
-def ours(e: pd.Series, rows: pd.DataFrame | None) -> tuple[float, float, int]:
-    """(mean, sample std, n) over data seeds of entry ``e`` (dataset, method, variant, metric)."""
-    return scores(pd.DataFrame([e]), rows)[0]
-
-
 def scores(entries_: pd.DataFrame, rows: pd.DataFrame | None) -> list[tuple[float, float, int]]:
-    """:func:`ours` of every entry, the comparison rows selected once."""
+    """(mean, sample std, n) over data seeds of every entry (dataset, method, variant, metric),
+    the comparison rows selected once."""
     r = _comparison_rows(rows)
     return [_score(e, r) for _, e in entries_.iterrows()]
 

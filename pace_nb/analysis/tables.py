@@ -305,8 +305,9 @@ def _appendix_a(e: pd.Series, rows: pd.DataFrame | None) -> tuple[float, float, 
     return float(stats[e.metric]), math.nan, int(units.seed.nunique())
 
 
-def comparison(table_id: str, rows: pd.DataFrame | None) -> pd.DataFrame:
-    """Ours beside the paper's for one table (long form; also the table's CSV)."""
+def comparison(table_id: str, rows: pd.DataFrame | None, ours: _Ours | None = None) -> pd.DataFrame:
+    """Ours beside the paper's for one table (long form; also the table's CSV). ``ours``: the
+    seed summaries of ``rows`` when the caller already built them (:func:`build_tables` does, once)."""
     t = TABLES[table_id]
     paper = paper_values(t.paper, table=t.table)
     if t.paper == "spear" and t.table in ("main", "cost"):  # SPEAR Tab. 1/3: analysis.spear_comparison
@@ -320,7 +321,7 @@ def comparison(table_id: str, rows: pd.DataFrame | None) -> pd.DataFrame:
     elif t.table == "A":
         got = [_appendix_a(e, rows) for _, e in paper.iterrows()]
     else:
-        ours = _Ours(rows)
+        ours = ours if ours is not None else _Ours(rows)
         got = [_entry_ours(ours, e) for _, e in paper.iterrows()]
     out = paper.rename(columns={"value": "paper_mean", "std": "paper_std"}).drop(columns=["paper"])
     out.insert(0, "col", [t.col(e) for _, e in paper.iterrows()])
@@ -330,8 +331,7 @@ def comparison(table_id: str, rows: pd.DataFrame | None) -> pd.DataFrame:
     out["diff"] = out["ours_mean"] - out["paper_mean"]
     out["status"] = np.where(out["ours_mean"].isna(), NOT_RUN, "ok")
     out["ours_text"] = ""
-    if table_id == "4":  # name of our matched baseline next to the paper's
-        ours = _Ours(rows)
+    if table_id == "4":  # name of our matched baseline next to the paper's (``ours`` built above)
         for i, e in out.iterrows():
             if e.col == "Matched":
                 m, v, n = ours.best_cnll(e.dataset, e.partition, e.beta, e.num_clients, e.metric)
@@ -421,8 +421,16 @@ def select_tables(spec: str | Sequence[str] | None) -> list[str]:
 
 
 def build_tables(rows: pd.DataFrame | None, tables: str | Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
-    """Comparison frames of the selected tables (see :func:`comparison`)."""
-    return {t: comparison(t, rows) for t in select_tables(tables)}
+    """Comparison frames of the selected tables (see :func:`comparison`); the seed summaries
+    behind PACE's tables are built once for all of them."""
+    selected = select_tables(tables)
+    ours = _Ours(rows) if any(_summarized(TABLES[t]) for t in selected) else None
+    return {t: comparison(t, rows, ours if _summarized(TABLES[t]) else None) for t in selected}
+
+
+def _summarized(t) -> bool:
+    """Whether :func:`comparison` reads table ``t`` from the seed summaries (:class:`_Ours`)."""
+    return t.paper != "spear" and t.table != "A"
 
 
 def write_tables(rows: pd.DataFrame | None, out_dir: str | Path, tables: str | Iterable[str] | None = None) -> list[Path]:
