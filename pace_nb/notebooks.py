@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -259,6 +260,7 @@ def _failure(path: Path, output: Path, exc) -> NotebookFailed:
                           f"— executed copy with the traceback: {output}")
 
 
+@functools.cache
 def _kernel_manager() -> dict:
     """Kernel over IPC sockets where the OS has them (POSIX): nothing travels over TCP and the
     kernel does not warn about unencrypted TCP on every notebook."""

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from pace_nb.analysis.draws import DRAW_TABLES, DRAWS_FOLDER, draw_interval, draw_spread, split_draws
+from pace_nb.analysis.draws import DRAW_TABLES, DRAWS_FOLDER, data_seeds, draw_interval, draw_spread, split_draws
 from pace_nb.analysis.gap_notes import EVERY_ENTRY
 from pace_nb.analysis.tables import NOT_RUN, TABLES, build_tables, canonical_method, render_markdown
 from pace_nb.analysis.spear_comparison import COMPARISON_LABELS, is_comparison
@@ -339,8 +339,7 @@ def report_from_store(store, config_paths: Sequence = (), tables: Sequence[str] 
     draws = {}
     if dstore is not None:
         protocol = rows[(rows["method"] != "spear") & ~is_comparison(rows["params"])] if len(rows) else rows
-        main_seeds = set(split_draws(protocol)) if len(protocol) else set()
-        draws = split_draws(dstore.load(), exclude=main_seeds)
+        draws = split_draws(dstore.load(), exclude=set(data_seeds(protocol["params"])) if len(protocol) else set())
     return build_report(rows, _store_cells(store), config_cells(config_paths), store_label=f"{store.root.name}/",
                         cell_rows=cell_rows, tables=tables, draws=draws,
                         draw_cells=_store_cells(dstore) if dstore is not None else None)
