@@ -151,6 +151,23 @@ def _name(cfg: GridConfig, kind: str, value, valid: Iterable[str], key: str, can
     raise cfg.error(f"unknown {kind} {value!r}; valid {kind}s: {', '.join(sorted(map(str, valid)))}", value, key)
 
 
+def _method_params(cfg: GridConfig, value: Any, section_keys: Mapping[str, tuple[str, ...]]) -> None:
+    """Check a section's ``method_params``: known methods, known parameter names, valid values;
+    ``section_keys[method]`` (``"*"``: every method) are set by the section's own keys and may not
+    be repeated per method."""
+    from pace_nb.methods.registry import check_all_method_params
+
+    try:
+        checked = check_all_method_params(value)
+    except PaceNBError as exc:
+        raise cfg.error(str(exc), "method_params") from None
+    for method, params in checked.items():
+        clash = sorted(set(params) & set(section_keys.get(method, ()) + section_keys.get("*", ())))
+        if clash:
+            raise cfg.error(f"method_params.{method}: {', '.join(clash)} is set for the whole section, "
+                            f"not per method", clash[0], "method_params")
+
+
 def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[Cell]:
     """Validate the WHOLE config and expand it into cells (no work is done here).
 
@@ -202,6 +219,7 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
         variants = [_name(cfg, "PACE variant", v, PACE_VARIANTS, "pace_variants") for v in _as_list(exp.get("pace_variants", "full"))]
         ranks = _ints(cfg, "ranks", exp.get("ranks", 6), 0)
         options = {"train": exp.get("train", {}), "method_params": exp.get("method_params", {})}
+        _method_params(cfg, options["method_params"], {"pace": ("variants", "ranks")})  # pace_variants, ranks
         if options["train"]:
             try:
                 config_from_mapping(TrainConfig, options["train"], "[experiment.train]")
@@ -237,6 +255,7 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
         for m in compared:
             if m != "spear":
                 _name(cfg, "method", m, known_methods, "methods")
+        _method_params(cfg, opts.get("method_params"), {"*": ("rounds", "local_epochs")})
         if "train" in opts:
             try:
                 config_from_mapping(TrainConfig, opts["train"], "[spear.train]")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Sequence
+from typing import Sequence
 
 import pandas as pd
 
@@ -23,8 +23,9 @@ def seed_positions(local, seeds: Sequence[int] | None) -> list[int]:
 
 @register_method("local", description="independent Local training, no collaboration", label="Local")
 def run_local(fg, local, *, seeds: Sequence[int] | None = None, device="auto", progress: bool = True,
-              local_logits: dict | None = None, **_: Any) -> pd.DataFrame:
-    """Rows of the Local models themselves (method "local", variant "native")."""
+              local_logits: dict | None = None, train_config=None) -> pd.DataFrame:
+    """Rows of the Local models themselves (method "local", variant "native"; ``train_config`` is
+    the protocol's, ``local`` carries the one its models were trained with)."""
     from pace_nb.nn.training import client_logits
 
     rows: list[dict] = []

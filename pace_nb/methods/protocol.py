@@ -1,9 +1,9 @@
-"""Method registry and the one-shot protocol runner (DESIGN §2, §5, §6).
+"""The one-shot protocol runner (DESIGN §2, §5, §6): build the federation, train Local once, run every method.
 
-A *method* is a function
+A *method* (registered in :data:`pace_nb.methods.registry.METHODS`) is a function
 
     fn(fg: FederatedGraph, local: LocalModels | None, *, seeds: Sequence[int], device,
-       progress: bool, local_logits: dict[int, list[Tensor]], **params) -> pandas.DataFrame
+       progress: bool, local_logits: dict[int, list[Tensor]], train_config, **hyperparameters) -> pandas.DataFrame
 
 returning result rows (schema of docs/ARCHITECTURE.md, built with
 :func:`pace_nb.methods.evaluation.make_row` / :func:`pace_nb.methods.evaluation.evaluate_method`) for every
@@ -13,8 +13,8 @@ Local models trained ONCE per :func:`run_protocol` call with the shared ``train_
 Local logits (one ``[n_i, C]`` tensor per client) of seed position ``s`` in ``local.seeds``.
 Baselines return their native rows (``variant="native"``) and, where meaningful, "+CNLL" rows
 (``variant="cnll"``, :func:`evaluate_method` with ``alpha="cnll"`` against the Local logits).
-Methods accept and ignore unknown ``**params``. Register with :func:`register_method`;
-``pace_nb.methods.baselines`` is imported lazily on the first lookup so that it can register itself.
+Every hyperparameter is checked before any work (:func:`~pace_nb.methods.registry.check_method_params`):
+an unknown name or a bad value is a ``ConfigError`` naming the valid ones.
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ import pandas as pd
 from pace_nb.core.config import PAPER_SEEDS, DATA_SEED
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import COLUMNS
-from pace_nb.core.validation import check_names, check_ranks, check_seeds
-from pace_nb.methods.registry import METHODS, register_method, runner  # noqa: F401 (re-exported)
+from pace_nb.core.validation import check_names, check_seeds
+from pace_nb.methods.registry import METHODS, check_all_method_params, check_method_params, runner
 
 MethodFn = Callable[..., pd.DataFrame]
 
@@ -131,11 +131,9 @@ def run_protocol(
     seeds = check_seeds(seeds)
     specs = [get_method(m) for m in check_names(methods, "methods")]
     check_names([s.name for s in specs], "methods (after aliases)")
-    params = {METHODS.key(k): dict(v) for k, v in (method_params or {}).items()}
-    if "ranks" in params.get("pace", {}):
-        params["pace"]["ranks"] = check_ranks(params["pace"]["ranks"])
-    if "variants" in params.get("pace", {}):
-        params["pace"]["variants"] = check_names(params["pace"]["variants"], "PACE variants")
+    params = check_all_method_params(method_params)  # every name and value, before any work
+    for spec in specs:
+        params[spec.name] = check_method_params(spec.name, {**spec.defaults, **params.get(spec.name, {})})
     fg = federation(dataset, partition=partition, num_clients=num_clients, data_seed=data_seed, beta=beta,
                     data_root=data_root) if isinstance(dataset, str) else dataset
     train_config = train_config or (local.config if local is not None else TrainConfig())
@@ -151,9 +149,8 @@ def run_protocol(
         logits = local_logits(fg, local, device)
     frames = []
     for spec in specs:
-        kw = {**spec.defaults, **params.get(spec.name, {})}
         out = spec.fn(fg, local, seeds=seeds, device=device, progress=progress, local_logits=logits,
-                      train_config=train_config, **kw)
+                      train_config=train_config, **params[spec.name])
         frames.append(pd.DataFrame(out))
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     missing = [c for c in COLUMNS if c not in rows.columns]

@@ -30,8 +30,9 @@ from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.validation import Interval, Options, build_config, check_seeds, merged_constraints  # noqa: F401 (Interval, Options re-exported)
-from pace_nb.methods.registry import METHODS, register_method
+from pace_nb.core.validation import Interval, Is, build_config, check_param, check_seeds, merged_constraints
+from pace_nb.core.validation import Options  # noqa: F401 (re-exported for the method modules)
+from pace_nb.methods.registry import METHODS, check_method_params, register_method
 from pace_nb.data.federation import FederatedGraph
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, init_params, stack_params
 from pace_nb.nn.training import LocalModels, TrainConfig, TrainStep, train_models
@@ -104,6 +105,12 @@ class FedContext:
 # ----------------------------------------------------------------------------- the mechanism
 
 
+def check_rounds(rounds: Any, local_epochs: Any, owner: str = "federated training") -> None:
+    """``rounds`` an integer >= 1; ``local_epochs`` None (the default budget) or an integer >= 1."""
+    check_param(owner, "rounds", rounds, [Interval(int, 1, None)])
+    check_param(owner, "local_epochs", local_epochs, [Is(type(None)), Interval(int, 1, None)])
+
+
 def federated_method(cls):
     """Class decorator: register a :class:`FederatedMethod` subclass under ``cls.name`` (and
     ``cls.aliases``) in :data:`pace_nb.methods.registry.METHODS`."""
@@ -158,12 +165,18 @@ class FederatedMethod:
         return dataclasses.asdict(self.cfg)
 
     @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        """Validate ``run_method`` hyperparameters (rounds, local_epochs and the :attr:`Config` fields)."""
+        check_rounds(params.get("rounds", 1), params.get("local_epochs"), cls.name)
+        cls(**{k: v for k, v in params.items() if k not in ("rounds", "local_epochs")})
+
+    @classmethod
     def run_method(cls, fg, local, *, seeds=None, device="auto", progress: bool = True, local_logits=None,
                    train_config=None, rounds: int = 1, local_epochs: int | None = None, **params):
         """The protocol entry (:mod:`pace_nb.methods.protocol`): train R rounds and evaluate
-        native and +CNLL rows; hyperparameters not in :attr:`Config` are ignored."""
-        known = {f.name for f in dataclasses.fields(cls.Config)}
-        method = cls(**{k: v for k, v in params.items() if k in known})
+        native and +CNLL rows; an unknown hyperparameter is a :class:`ConfigError`."""
+        check_method_params(cls.name, {**params, "rounds": rounds, "local_epochs": local_epochs})
+        method = cls(**params)
         config = train_config or TrainConfig()
         seeds = tuple(local.seeds) if seeds is None else tuple(int(s) for s in seeds)
         if local is None or tuple(local.seeds) != seeds:
@@ -301,13 +314,10 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
         method = make_method(method, **(method_params or {}))
     elif method_params:
         raise ConfigError("method_params only applies when the method is given by name")
-    if int(rounds) < 1:
-        raise ConfigError(f"rounds must be >= 1, got {rounds}")
+    check_rounds(rounds, local_epochs, method.name)
     seeds = check_seeds(seeds)
     if local_epochs is None:
         local_epochs = config.epochs if rounds == 1 else 3
-    if int(local_epochs) < 1:
-        raise ConfigError(f"local_epochs must be >= 1, got {local_epochs}")
     rconf = dataclasses.replace(config, epochs=int(local_epochs))
     dev = resolve_device(device)
     k_n = fg.num_clients

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from pace_nb.core.validation import Interval, Options
 from pace_nb.nn.gcn import effective_weight, gcn_forward, propagation_matrix
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext, FederatedMethod, federated_method, mix
@@ -72,6 +73,9 @@ class FedAux(FederatedMethod):
     paper = "Zhuo et al. 2025, Personalized subgraph federated learning with differentiable auxiliary projections"
     personalized = True
     shared_keys = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", AUX_KEY)
+    _parameter_constraints = {"sigma": [Interval(float, 0.5, None)], "norm_scale": [Interval(float, 0, None)],
+                              "aux_weight": [Interval(float, 0, None)], "head": [Options(HEADS)],
+                              "similarity": [Options(SIMILARITIES)]}
 
     @dataclass(frozen=True)
     class Config:
@@ -82,11 +86,6 @@ class FedAux(FederatedMethod):
         similarity: str = "params"
 
     def validate(self) -> None:
-        self._require("sigma", math.isfinite(self.cfg.sigma) and self.cfg.sigma >= 0.5, "a finite number >= 0.5")
-        self._require("norm_scale", math.isfinite(self.cfg.norm_scale) and self.cfg.norm_scale >= 0, "a finite number >= 0")
-        self._require("aux_weight", math.isfinite(self.cfg.aux_weight) and self.cfg.aux_weight >= 0, "a finite number >= 0")
-        self._require("head", self.cfg.head in HEADS, f"one of {HEADS}")
-        self._require("similarity", self.cfg.similarity in SIMILARITIES, f"one of {SIMILARITIES}")
         if self.cfg.head == "concat":
             self.shared_keys = type(self).shared_keys + (ZW_KEY,)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from pace_nb.core.validation import Interval, Options
 from pace_nb.methods.baselines.base import FedContext, broadcast, federated_method, per_seed, size_weights
 from pace_nb.methods.baselines.fedavg import FedAvg, client_sizes
 
@@ -58,15 +59,12 @@ class FedNova(FedAvg):
     name = "fednova"
     label = "FedNova"
     paper = "Wang et al. 2020, Tackling the objective inconsistency problem in heterogeneous federated optimization"
+    _parameter_constraints = {"tau": [Options(TAUS)]}
 
     @dataclass(frozen=True)
     class Config:
         tau: str = "steps"
         weighting: str = "nodes"
-
-    def validate(self) -> None:
-        super().validate()
-        self._require("tau", self.cfg.tau in TAUS, f"one of {TAUS}")
 
     def taus(self, ctx: FedContext) -> Tensor:
         steps = torch.full((ctx.num_clients,), float(ctx.config.epochs), dtype=torch.float64)
@@ -91,14 +89,11 @@ class FedNovaSGD(FedNova):
 
     name = "fednova_sgd"
     label = "FedNova-SGD"
+    _parameter_constraints = {"momentum": [Interval(float, 0, 1, closed="left")]}
 
     @dataclass(frozen=True)
     class Config(FedNova.Config):
         momentum: float = 0.9
-
-    def validate(self) -> None:
-        super().validate()
-        self._require("momentum", isinstance(self.cfg.momentum, (int, float)) and 0 <= self.cfg.momentum < 1, "in [0, 1)")
 
     def plain_local(self, ctx) -> bool:
         return False

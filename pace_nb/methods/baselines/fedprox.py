@@ -10,11 +10,11 @@ Multi-round: W_g is the model the client received at the start of the round.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from torch import Tensor
 
+from pace_nb.core.validation import Interval
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext, federated_method
 from pace_nb.methods.baselines.fedavg import FedAvg
@@ -37,16 +37,12 @@ class FedProx(FedAvg):
     name = "fedprox"
     label = "FedProx"
     paper = "Li et al. 2020, Federated optimization in heterogeneous networks"
+    _parameter_constraints = {"mu": [Interval(float, 0, None)]}
 
     @dataclass(frozen=True)
     class Config:
         mu: float = 1e-3
         weighting: str = "nodes"
-
-    def validate(self) -> None:
-        super().validate()
-        self._require("mu", isinstance(self.cfg.mu, (int, float)) and math.isfinite(self.cfg.mu) and self.cfg.mu >= 0,
-                      "a finite number >= 0")
 
     def plain_local(self, ctx: FedContext) -> bool:
         return self.cfg.mu == 0

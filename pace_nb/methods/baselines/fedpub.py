@@ -26,13 +26,13 @@ init) are drawn from the run seed. Defaults: λ₁ = λ₂ = 1e-3, τ = 10, 5 pr
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from pace_nb.core.validation import Interval, Options
 from pace_nb.nn.gcn import WEIGHT_KEYS, effective_weight, propagation_matrix
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext, FederatedMethod, federated_method, mix
@@ -105,6 +105,9 @@ class FedPub(FederatedMethod):
     label = "FedPub"
     paper = "Baek et al. 2023, Personalized subgraph federated learning"
     personalized = True
+    #: layers: 2 (PACE's GCN) or 3 (OpenFGL's model)
+    _parameter_constraints = {**{k: [Interval(float, 0, None)] for k in ("l1", "loc_l2", "norm_scale")},
+                              "n_proxy": [Interval(int, 1, None)], "layers": [Options((2, 3))]}
 
     @dataclass(frozen=True)
     class Config:
@@ -115,11 +118,6 @@ class FedPub(FederatedMethod):
         layers: int = 3
 
     def validate(self) -> None:
-        for name in ("l1", "loc_l2", "norm_scale"):
-            v = getattr(self.cfg, name)
-            self._require(name, isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, "a finite number >= 0")
-        self._require("n_proxy", isinstance(self.cfg.n_proxy, int) and self.cfg.n_proxy >= 1, "an integer >= 1")
-        self._require("layers", self.cfg.layers in (2, 3), "2 (PACE's GCN) or 3 (OpenFGL's model)")
         self.shared_keys = WEIGHT_KEYS + (HEAD_KEYS if self.cfg.layers == 3 else ())
 
     def prepare(self, ctx: FedContext) -> None:

@@ -20,13 +20,13 @@ one size-weighted return.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from pace_nb.core.validation import Interval
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext, federated_method
 from pace_nb.methods.baselines.fedavg import FedAvg
@@ -60,6 +60,9 @@ class FedRCL(FedAvg):
     name = "fedrcl"
     label = "FedRCL"
     paper = "Seo et al. 2024, Relaxed contrastive learning for federated learning"
+    _parameter_constraints = {"tau": [Interval(float, 0, None, closed="neither")], "threshold": [Interval(float, -1, 1)],
+                              "topk_neg": [Interval(int, 1, None)], "relax_weight": [Interval(float, 0, None)],
+                              "weight": [Interval(float, 0, None)]}
 
     @dataclass(frozen=True)
     class Config:
@@ -70,13 +73,6 @@ class FedRCL(FedAvg):
         weight: float = 1.0
         weighting: str = "nodes"
 
-    def validate(self) -> None:
-        super().validate()
-        self._require("tau", self.cfg.tau > 0, "> 0")
-        self._require("threshold", -1 <= self.cfg.threshold <= 1, "in [-1, 1]")
-        self._require("topk_neg", isinstance(self.cfg.topk_neg, int) and self.cfg.topk_neg >= 1, "an integer >= 1")
-        self._require("relax_weight", self.cfg.relax_weight >= 0, ">= 0")
-        self._require("weight", math.isfinite(self.cfg.weight) and self.cfg.weight >= 0, "a finite number >= 0")
 
     def plain_local(self, ctx) -> bool:
         return self.cfg.weight == 0

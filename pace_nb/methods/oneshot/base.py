@@ -37,7 +37,7 @@ from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.methods import metrics
 from pace_nb.methods.evaluation import federation_fields, make_row
 from pace_nb.methods.pace.lowrank import dense_carriers, deserialize, reconstruct, serialize
-from pace_nb.methods.registry import register_method
+from pace_nb.methods.registry import check_method_params, register_method
 from pace_nb.nn.gcn import Params, gcn_forward, init_params, num_params_bytes, propagation_matrix
 from pace_nb.nn.training import TrainConfig
 
@@ -254,6 +254,11 @@ class OneShotMethod:
     def __init__(self, **hyper):
         self.cfg = build_config(self.name, self.Config, hyper, merged_constraints(type(self)))
 
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        """Validate hyperparameters (the :attr:`Config` fields and their constraints)."""
+        cls(**params)
+
     def hyperparameters(self) -> dict[str, Any]:
         return dataclasses.asdict(self.cfg)
 
@@ -274,9 +279,9 @@ class OneShotMethod:
     @classmethod
     def run_method(cls, fg, local, *, seeds=None, device="auto", progress: bool = True, local_logits=None,
                    train_config=None, **params):
-        """The protocol entry (:mod:`pace_nb.methods.protocol`); unknown hyperparameters are ignored."""
-        known = {f.name for f in dataclasses.fields(cls.Config)}
-        method = cls(**{k: v for k, v in params.items() if k in known})
+        """The protocol entry (:mod:`pace_nb.methods.protocol`); an unknown hyperparameter is a
+        :class:`ConfigError` naming the valid ones."""
+        method = cls(**check_method_params(cls.name, params))
         seeds = tuple(local.seeds) if seeds is None and local is not None else (seeds or PAPER_SEEDS[:1])
         return run_oneshot(fg, method, seeds, config=train_config or TrainConfig(), local=local, device=device,
                            progress=progress)

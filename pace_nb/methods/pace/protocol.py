@@ -28,8 +28,8 @@ import torch
 
 from pace_nb.methods.pace import lowrank
 from pace_nb.core.config import progress as _progress
-from pace_nb.core.errors import unknown
-from pace_nb.core.validation import Interval, Options, validate_params
+from pace_nb.core.errors import ConfigError, unknown
+from pace_nb.core.validation import Interval, Options, check_names, check_ranks, validate_params
 from pace_nb.methods.evaluation import evaluate_method
 from pace_nb.methods.local import seed_positions
 from pace_nb.methods.registry import register_method
@@ -166,19 +166,36 @@ def transport_seed(fg, local: Sequence[Params], init: Params, config: PaceConfig
                          lowrank.dense_model_bytes(init), time.perf_counter() - t0)
 
 
+def check_pace_params(params: dict[str, Any]) -> None:
+    """Validate PACE's hyperparameters: ``variants`` (names of :data:`VARIANTS`), ``ranks``
+    (integers >= 1, 0 = dense), ``base`` (a :class:`PaceConfig` or None)."""
+    variant_configs(params.get("variants", ("full",)), params.get("ranks", (6,)), params.get("base"))
+
+
+def variant_configs(variants: Sequence[str], ranks: Sequence[int], base: PaceConfig | None = None
+                    ) -> list[tuple[str, PaceConfig]]:
+    """``(variant, config)`` for every rank × variant, both lists checked."""
+    variants = check_names([variants] if isinstance(variants, str) else variants, "PACE variants")
+    ranks = check_ranks([ranks] if isinstance(ranks, int) else ranks, "PACE ranks")
+    if base is not None and not isinstance(base, PaceConfig):
+        raise ConfigError(f"pace: parameter 'base' must be a PaceConfig or None, got {base!r}")
+    return [(v, variant_config(v, r, base)) for r in ranks for v in variants]
+
+
 @register_method("pace", description="PACE: rank-r RegMean correction + CNLL (variants, ranks)",
-                 defaults={"variants": ("full",), "ranks": (6,)}, label="PACE (Ours)")
+                 defaults={"variants": ("full",), "ranks": (6,)}, label="PACE (Ours)", check=check_pace_params)
 def run_pace(fg, local, *, seeds: Sequence[int] | None = None, device="auto", progress: bool = True,
              variants: Sequence[str] = ("full",), ranks: Sequence[int] = (6,),
-             base: PaceConfig | None = None, local_logits: dict | None = None, **_: Any) -> pd.DataFrame:
+             base: PaceConfig | None = None, local_logits: dict | None = None, train_config=None) -> pd.DataFrame:
     """PACE rows for every seed × rank × variant, sharing ``local`` (LocalModels).
 
     ``local_logits`` (optional cache ``{seed_position: [z_L per client]}``) avoids recomputing
-    Local logits when several methods run on the same Local models.
+    Local logits when several methods run on the same Local models. ``train_config`` is the
+    protocol's (``local`` carries the one its models were trained with).
     """
     from pace_nb.nn.training import client_logits
 
-    configs = [(v, variant_config(v, r, base)) for r in ranks for v in variants]
+    configs = variant_configs(variants, ranks, base)
     seed_pos = seed_positions(local, seeds)
     rows: list[dict] = []
     k = fg.num_clients
