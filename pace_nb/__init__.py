@@ -11,13 +11,10 @@ Subpackages, in import order: :mod:`~pace_nb.core` → :mod:`~pace_nb.data` → 
 import importlib as _importlib
 import os as _os
 
-from pace_nb import _compat
-
 # OpenMP threads that busy-wait stall badly when the cores are shared (measured: a 2-thread
 # PubMed run 8x slower than 1 thread under load); passive waiting costs nothing when idle.
 # Only effective when pace_nb is imported before torch; a user's setting always wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-_compat.install()
 
 __version__ = "0.1.0"
 

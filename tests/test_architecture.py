@@ -16,7 +16,7 @@ import pace_nb
 PKG = Path(pace_nb.__file__).resolve().parent
 LAYERS = {"core": 0, "data": 1, "nn": 2, "methods": 3, "experiments": 4, "flower": 4, "analysis": 5, "viz": 6,
           "notebooks": 7, "cli": 8}
-EXEMPT = {"pace_nb", "pace_nb._compat", "pace_nb.__main__"}  # the front door and the deprecation alias
+EXEMPT = {"pace_nb", "pace_nb.__main__"}  # the front door
 
 
 def module_name(path: Path) -> str:
@@ -106,32 +106,6 @@ def test_the_checker_catches_an_upward_import(tmp_path):
         assert layer("pace_nb.viz.pace") > layer(module_name(fake))
     finally:
         fake.unlink()
-
-
-def test_old_import_paths_still_work():
-    import importlib
-    import warnings
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        old = importlib.import_module("pace_nb.models")
-        from pace_nb.baselines.fedavg import FedAvg as OldFedAvg
-    from pace_nb.methods.baselines.fedavg import FedAvg
-    from pace_nb.nn import gcn
-
-    assert old is gcn and OldFedAvg is FedAvg and old.__spec__.name == "pace_nb.nn.gcn"
-    assert any(issubclass(w.category, DeprecationWarning) and "pace_nb.nn.gcn" in str(w.message) for w in caught)
-
-
-def test_names_of_the_former_flat_experiments_module_still_import():
-    """``pace_nb.experiments`` was a module (the grid) before it became a package."""
-    from pace_nb.experiments import grid
-
-    with pytest.warns(DeprecationWarning, match=r"pace_nb\.experiments\.run_grid moved to pace_nb\.experiments\.grid"):
-        from pace_nb.experiments import run_grid
-    assert run_grid is grid.run_grid
-    with pytest.raises(ImportError):
-        from pace_nb.experiments import no_such_name  # noqa: F401
 
 
 def test_public_api():

@@ -69,7 +69,7 @@ def test_cli_run_json(tmp_path, capsys):
 def test_cli_huge_rank_reports_dense(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(["run", "--clients", "3", "--seeds", "104729", "--methods", "pace", "--rank", "100000",
-                 "--device", "cpu", "--no-store", "--no-progress", "--json", str(out)]) == 0
+                 "--device", "cpu", "--no-progress", "--json", str(out)]) == 0
     assert "sent dense" in capsys.readouterr().out
     (s,) = json.loads(out.read_text())["summary"]
     assert s["upload_ratio"] >= 100 and s["return_ratio"] >= 100 and s["rank"] == 100000
@@ -78,7 +78,7 @@ def test_cli_huge_rank_reports_dense(tmp_path, capsys):
 @pytest.mark.parametrize("argv,msg", [(["--rank", "-2"], "rank"), (["--rank", "x"], "rank"),
                                       (["--methods", "nope"], "unknown method"), (["--seeds", "a,b"], "seeds")])
 def test_cli_bad_input(argv, msg, capsys):
-    assert main(["run", "--no-store", "--no-progress", "--clients", "3", "--seeds", "1"] + argv) == 2
+    assert main(["run", "--no-progress", "--clients", "3", "--seeds", "1"] + argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("pace-nb: error:") and msg in err and "Traceback" not in err
 

@@ -58,7 +58,6 @@ def register(sub) -> None:
     p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA or ./data)")
     p.add_argument("--store", default=None, metavar="DIR", help="also write the rows to the results store DIR")
     p.add_argument("--results", default=None, metavar="DIR", help="same as --store DIR")
-    p.add_argument("--no-store", action="store_true", help="do not write rows (the default; kept for old scripts)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--json", default=None, metavar="FILE", help="write summary/receivers/config as JSON")
     p.set_defaults(func=run)
@@ -119,7 +118,7 @@ def run(args) -> int:
     resolve_device(args.device)
     if args.store and args.results and args.store != args.results:
         raise ConfigError(f"--store {args.store} and --results {args.results} name two stores; give one")
-    store_dir = None if args.no_store else (args.store or args.results)
+    store_dir = args.store or args.results
     if store_dir:
         check_output_dir(store_dir, "--store")
     if args.json:
