@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pace_nb.methods.baselines import PACE_CONTROLS, make_method, method_names, run_federated, train_federated
+from pace_nb.methods.baselines import make_method, method_names, run_federated, train_federated
+from pace_nb.methods.registry import group
 from pace_nb.methods.baselines.base import FedContext, mix, size_weights
 from pace_nb.methods.baselines.fedgta import accept_weights, client_statistics, confidence, moments
 from pace_nb.methods.baselines.fednova import fednova_update
@@ -365,7 +366,7 @@ def test_unknown_method_and_bad_parameters():
         make_method("fedavg", bogus=1)
     with pytest.raises(PaceNBError):
         make_method("fedgta", moment_type="weird")
-    assert set(PACE_CONTROLS) <= set(method_names())
+    assert set(group("pace_control")) <= set(method_names())
 
 
 # ----------------------------------------------------------------------------- the mechanism
@@ -425,7 +426,7 @@ def test_protocol_registry_runs_controls_and_pace(fg):
     from pace_nb.analysis.summary import summarize
     from pace_nb.methods.protocol import available_methods, get_method, run_protocol
 
-    assert set(PACE_CONTROLS) <= set(available_methods())
+    assert set(group("pace_control")) <= set(available_methods())
     rows = run_protocol(fg, methods=["local", "fedavg", "fedtad", "pace"], seeds=(SEED,), device="cpu",
                         progress=False, train_config=CFG, method_params={"fedtad": {"glb_epochs": 1, "num_gen": 30}})
     summ = summarize(rows)

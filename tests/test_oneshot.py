@@ -192,7 +192,7 @@ def test_every_oneshot_method_is_registered_and_repeatable(fg_skew):
     from pace_nb.methods.registry import METHODS
 
     for name in ONESHOT_METHODS:
-        assert METHODS.get(name).meta.get("oneshot")
+        assert METHODS.get(name).meta["groups"]["oneshot"] == ONESHOT_METHODS.index(name)
     a = run_oneshot(fg_skew, make_oneshot("oasis"), (3,), progress=False)[0]
     b = run_oneshot(fg_skew, make_oneshot("oasis"), (3,), progress=False)[0]
     assert a["acc"] == b["acc"] and a["bytes_up"] == b["bytes_up"]

@@ -27,7 +27,7 @@ def test_spot_checks_against_paper_text():
     t1 = paper_values("pace", table=1, dataset="Cora", metric="acc").set_index("method")
     assert t1.loc["local", "value"] == 79.16 and t1.loc["local", "std"] == 0.25
     assert t1.loc["fedavg", "value"] == 33.18 and t1.loc["pace", "value"] == 80.34
-    assert paper_values("pace", table=1, dataset="ogbn-arxiv", method="fedaux", metric="f1_weighted").value.item() == 52.69
+    assert paper_values("pace", table=1, dataset="ogbn-arxiv", method="fedaux1r", metric="f1_weighted").value.item() == 52.69
     assert paper_values("pace", table=8, dataset="Cora", method="local", metric="acc").value.item() == 75.69
     assert paper_values("pace", table=9, dataset="Cora", method="fedavg", metric="acc")["std"].item() == 0.0
     t10 = paper_values("pace", table=10, num_clients=30, dataset="ogbn-arxiv", method="pace")
@@ -156,7 +156,7 @@ def test_rows_rebuilt_from_csv_are_lines_of_the_paper(table, blocks):
     lines = set((PAPERS / "pace-paper.txt").read_text(encoding="utf-8").splitlines())
     pv = paper_values("pace", table=table).set_index(["method", "dataset", "metric"])
     for method in dict.fromkeys(pv.index.get_level_values(0)):
-        label = "PACE (Ours)" if method == "pace" else T.METHOD_LABELS[method]
+        label = T.method_label(method)
         for datasets in blocks:
             cells = [pv.loc[(method, d, m)] for d in datasets for m in ("acc", "f1_weighted")]
             line = label + "\t" + "\t".join(f"{c.value:.2f} $\\pm$ {c['std']:.2f}" for c in cells)

@@ -16,7 +16,7 @@ import pandas as pd
 from pace_nb.analysis.draws import DRAW_TABLES, DRAWS_FOLDER, data_seeds, draw_interval, draw_spread, split_draws
 from pace_nb.analysis.gap_notes import EVERY_ENTRY
 from pace_nb.analysis.tables import NOT_RUN, TABLES, build_tables, canonical_method, render_markdown
-from pace_nb.analysis.spear_comparison import COMPARISON_LABELS, is_comparison
+from pace_nb.analysis.spear_comparison import comparison_label, is_comparison
 
 #: Metrics reported in percentage points: only these are scored against the 1 / 2 / 5 point bands
 #: (ratios such as mean α, counts, bytes and seconds are shown in the tables but not scored).
@@ -166,7 +166,7 @@ def time_by_method(cell_rows: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame
     kind = cells.set_index("key")["kind"] if "kind" in cells else pd.Series("protocol", index=wall.index)
     recs = []
     for method, g in spent.groupby(level="method"):
-        recs.append({"phase": COMPARISON_LABELS.get(method, method), "seconds": float(g.sum()), "cells": int(len(g))})
+        recs.append({"phase": comparison_label(method), "seconds": float(g.sum()), "cells": int(len(g))})
     used = spent.groupby(level="cell").sum().reindex(wall.index).fillna(0.0)
     rest = (wall - used).dropna()
     for k, g in rest.groupby(kind.reindex(rest.index)):

@@ -12,20 +12,17 @@ import math
 
 import pandas as pd
 
-from pace_nb.core.schema import METHOD_LABELS
 from pace_nb.data.datasets import dataset_order
 from pace_nb.experiments.store import normalize_rows
+from pace_nb.methods.registry import SPEAR_CONTEXT, method_label, spear_comparison
 
-#: SPEAR's comparison in the paper's row order (Tab. 1/3) and its labels.
-SPEAR_COMPARISON = ("spear", "fedavg", "fedprox", "fedadam", "moon", "fedproto", "fedpub", "fedgta", "fedtad",
-                    "dense", "fedcvae", "fedsd2c", "ghost", "oasis")
-#: Display names of the methods of SPEAR's comparison.
-COMPARISON_LABELS = {**METHOD_LABELS, "fedadam": "FedOPT (FedAdam)", "dense": "DENSE", "fedcvae": "FedCVAE",
-                      "fedsd2c": "FedSD2C", "ghost": "GHOST", "oasis": "OASIS"}
+def comparison_label(method: str) -> str:
+    """Display name of a method in SPEAR's comparison tables (the registry's, e.g. "FedOPT (FedAdam)")."""
+    return method_label(method, SPEAR_CONTEXT)
 
 
 def label(e) -> str:
-    base = COMPARISON_LABELS.get(e.method, e.method)
+    base = comparison_label(e.method)
     return base + (f" [{e.variant}]" if e.variant.startswith("hidden") else "")
 
 
@@ -73,7 +70,7 @@ def entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -> pd.Da
                 value=math.nan, std=math.nan, note="")
     r = _comparison_rows(rows)
     datasets = sorted(set(r.dataset), key=dataset_order) if r is not None else []
-    pairs = [(m, "full" if m == "spear" else "native") for m in SPEAR_COMPARISON]
+    pairs = [(m, "full" if m == "spear" else "native") for m in spear_comparison()]
     if r is not None:  # other widths that were run (e.g. FedAvg at hidden 256 for Tab. 3)
         pairs += [(m, v) for m, v in dict.fromkeys(zip(r.method.str.lower(), r.variant))
                   if (m, v) not in pairs]

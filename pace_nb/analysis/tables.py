@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -20,7 +19,7 @@ import pandas as pd
 
 from pace_nb.core.errors import unknown
 from pace_nb.core.registry import Registry
-from pace_nb.core.schema import METHOD_LABELS, PACE_VARIANT_LABELS, SETTING, SPEAR_VARIANT_LABELS
+from pace_nb.core.schema import PACE_VARIANT_LABELS, SETTING, SPEAR_VARIANT_LABELS
 from pace_nb.core.io import atomic_write_csv, atomic_write_text
 from pace_nb.analysis import spear_comparison as sc
 from pace_nb.analysis.gap_notes import (PACE_BASELINE_NOTES, PACE_DIRICHLET_NOTES, SPEAR_COMPARISON_NOTES,
@@ -28,6 +27,7 @@ from pace_nb.analysis.gap_notes import (PACE_BASELINE_NOTES, PACE_DIRICHLET_NOTE
 from pace_nb.analysis.paper_values import paper_values
 from pace_nb.analysis.summary import summarize
 from pace_nb.experiments.store import normalize_rows
+from pace_nb.methods.registry import canonical, method_label
 
 PACE_VARIANTS = PACE_VARIANT_LABELS
 SPEAR_VARIANTS = SPEAR_VARIANT_LABELS
@@ -44,9 +44,8 @@ _SUMMARY = {"acc": ("acc_mean", "acc_std"), "f1_weighted": ("f1w_mean", "f1w_std
 
 
 def canonical_method(name: str) -> str:
-    """Method id as in the paper values (``FedAux-1R`` / ``fedaux_1r`` → ``fedaux``)."""
-    key = re.sub(r"[^a-z0-9]", "", str(name).lower())
-    return "fedaux" if key.startswith("fedaux") else key
+    """The registry's one id of a method name or alias (``FedAux-1R`` / ``fedaux`` → ``fedaux1r``)."""
+    return canonical(name)
 
 
 def _fmt(v: float, metric: str) -> str:
@@ -126,7 +125,7 @@ def _entry_ours(ours: _Ours, e: pd.Series) -> tuple[float, float, int]:
 
 
 def _label_method(e) -> str:
-    base = METHOD_LABELS.get(e.method, e.method)
+    base = method_label(e.method)
     return base + ("+CNLL" if e.variant == "cnll" else "")
 
 
@@ -169,10 +168,10 @@ _BUILTIN: dict[str, TableDef] = {
                   lambda e: _m(e) if e.metric == "delta_acc" else
                   f"{'Transport' if e.variant == 'transport' else 'Transport + CNLL'} {_m(e)}"),
     "7": TableDef("pace", "7", "PACE Table 7: matched calibration fairness controls, C = 10",
-                  lambda e: f"{METHOD_LABELS.get(e.method, e.method)} {'None' if e.variant == 'native' else 'CNLL'}",
+                  lambda e: f"{method_label(e.method)} {'None' if e.variant == 'native' else 'CNLL'}",
                   lambda e: f"{e.dataset} {_m(e)}", PACE_BASELINE_NOTES),
     "10": TableDef("pace", "10", "PACE Table 10: fixed-class macro-F1, Louvain, C = 10/20/30",
-                   lambda e: f"C={e.num_clients} {METHOD_LABELS.get(e.method, e.method)}", lambda e: e.dataset),
+                   lambda e: f"C={e.num_clients} {method_label(e.method)}", lambda e: e.dataset),
     "A": TableDef("pace", "A", "PACE App. A: receiver-seed harm diagnostics (PACE vs Local, citation datasets, C = 10)",
                   lambda e: METRICS.get(e.metric, e.metric.replace("_", " ")), lambda e: e.dataset),
     "spear-ablation": TableDef("spear", "ablation", "SPEAR Tab. 4: ablation (accuracy), Dirichlet β = 0.05, K = 10",
@@ -185,7 +184,7 @@ _BUILTIN: dict[str, TableDef] = {
                                         "global (evaluation graph perturbed too)",
                                         lambda e: e.dataset, lambda e: _ROBUST_COLS[e.variant], SPEAR_ROBUSTNESS_NOTES),
     "spear-efficiency": TableDef("spear", "efficiency", "SPEAR Tab. 3: communication and time",
-                                 lambda e: e.dataset, lambda e: f"{METHOD_LABELS.get(e.method, e.method)} {_m(e)}",
+                                 lambda e: e.dataset, lambda e: f"{method_label(e.method)} {_m(e)}",
                                  SPEAR_EFFICIENCY_NOTES),
 }
 
@@ -336,7 +335,7 @@ def comparison(table_id: str, rows: pd.DataFrame | None, ours: _Ours | None = No
             if e.col == "Matched":
                 m, v, n = ours.best_cnll(e.dataset, e.partition, e.beta, e.num_clients, e.metric)
                 out.loc[i, ["ours_mean", "ours_std", "n_seeds"]] = [v, math.nan, n]
-                out.loc[i, "ours_text"] = f"{METHOD_LABELS.get(m, m)}+CNLL" if m else ""
+                out.loc[i, "ours_text"] = f"{method_label(m)}+CNLL" if m else ""
         out["diff"] = out["ours_mean"] - out["paper_mean"]
         out["status"] = np.where(out["ours_mean"].isna(), NOT_RUN, "ok")
     return out.reset_index(drop=True)
@@ -358,7 +357,7 @@ def layout(comp: pd.DataFrame) -> pd.DataFrame:
     cells = comp.assign(cell=[_cell(e) for _, e in comp.iterrows()])
     if (cells.col == "Matched").any():  # Table 4: the paper's matched method name
         notes = paper_values("pace", table="4")
-        name = {(r.dataset, r.metric): METHOD_LABELS[r.method] + "+CNLL" for r in notes.itertuples()
+        name = {(r.dataset, r.metric): method_label(r.method) + "+CNLL" for r in notes.itertuples()
                 if r.variant == "cnll"}
         sel = cells.col == "Matched"
         cells.loc[sel, "cell"] = [c + f" [paper: {name.get((d, m), '?')}]"

@@ -1,4 +1,4 @@
-"""The one result schema: row columns, setting keys, display labels and the colour palette.
+"""The one result schema: row columns, setting keys, variant labels and the colour palette.
 
 Every layer that builds, stores, summarises, tabulates or draws result rows takes its
 names from here (docs/ARCHITECTURE.md, "Result rows").
@@ -25,13 +25,7 @@ REQUIRED: tuple[str, ...] = KEY_COLUMNS + ("acc",)
 FEDERATION: tuple[str, ...] = ("dataset", "partition", "beta", "num_clients")
 SETTING: tuple[str, ...] = FEDERATION + ("method", "variant", "rank")
 
-#: Display names, as the papers print them.
-METHOD_LABELS: dict[str, str] = {
-    "local": "Local", "pace": "PACE (Ours)", "spear": "SPEAR",
-    "fedavg": "FedAvg", "fedprox": "FedProx", "fednova": "FedNova", "fedrcl": "FedRCL", "fedpub": "FedPub",
-    "fedtad": "FedTAD", "fedgta": "FedGTA", "fedaux": "FedAux-1R", "fedaux1r": "FedAux-1R",
-    "fedproto": "FedProto", "moon": "MOON", "fedadam": "FedAdam",
-}
+#: Display names of PACE's variants and SPEAR's ablations (method labels: ``methods.registry.method_label``).
 PACE_VARIANT_LABELS: dict[str, str] = {
     "native": "Local", "transport": "Transport (α=1)", "fixed0.5": "Fixed α=0.5", "mean": "Mean + CNLL",
     "raw": "Raw-Activation RegMean + CNLL", "direct": "Direct Return + CNLL", "full": "Full PACE",
@@ -39,7 +33,8 @@ PACE_VARIANT_LABELS: dict[str, str] = {
 SPEAR_VARIANT_LABELS: dict[str, str] = {"full": "SPEAR", "no_shrinkage": "w/o shrinkage", "no_ppr": "w/o PPR",
                                         "no_both": "w/o both"}
 
-#: Fixed colours so that a method looks the same in every figure of both papers.
+#: Fixed colours so that a method looks the same in every figure of both papers, keyed by the
+#: registry's canonical method id (and by variant / ablation name).
 PALETTE: dict[str, str] = {
     "local": "#7f7f7f", "pace": "#d62728", "external": "#ff9896", "transport": "#ff7f0e",
     "fixed0.5": "#ffbb78", "mean": "#8c564b", "raw": "#c49c94", "direct": "#e377c2",
@@ -53,7 +48,3 @@ PALETTE: dict[str, str] = {
 #: Receiver-harm outcome colours (PACE Fig. 4c).
 OUTCOME_COLORS: dict[str, str] = {"helped": "#2ca02c", "tied": "#bdbdbd", "harmed": "#d62728"}
 
-
-def method_label(method: str) -> str:
-    """Display name of a method id (unknown ids are shown as given)."""
-    return METHOD_LABELS.get(str(method).lower(), str(method))

@@ -4,8 +4,12 @@ A registered object is either a function with the protocol signature (see
 :mod:`pace_nb.methods.protocol`) or a class exposing it as the classmethod ``run_method``
 (every :class:`~pace_nb.methods.baselines.base.FederatedMethod`). Metadata: ``needs``
 (shared inputs, ``("local",)`` = the trained Local models), ``description``, ``defaults``
-(keyword arguments merged under the user's ``method_params``), ``label`` (display name),
-``check`` (optional: validates a mapping of hyperparameters, raising ``ConfigError``).
+(keyword arguments merged under the user's ``method_params``), ``label`` (display name, as the
+papers print it), ``labels`` (``{context: label}`` where one paper prints another name, e.g.
+SPEAR's "FedOPT (FedAdam)"), ``groups`` (``{tag: position}``: the :data:`GROUPS` a method belongs
+to and its row in that paper table), ``check`` (optional: validates a mapping of
+hyperparameters, raising ``ConfigError``). Every label, list and group in the package is read
+from here (:func:`method_label`, :func:`group`, :func:`spear_comparison`, :func:`canonical`).
 
 A method's hyperparameters are the keyword-only arguments of its runner that the protocol does
 not supply (:data:`PROTOCOL_ARGS`) plus the fields of its ``Config`` dataclass (when the object
@@ -17,13 +21,21 @@ import dataclasses
 import inspect
 from typing import Any, Callable, Mapping, Sequence
 
-from pace_nb.core.errors import ConfigError
+from pace_nb.core.errors import ConfigError, unknown
 from pace_nb.core.registry import Entry, Registry
 
 METHODS: Registry = Registry("method")
 NEEDS = ("local",)
 #: Keyword arguments every runner receives from the protocol (not hyperparameters).
 PROTOCOL_ARGS = ("seeds", "device", "progress", "local_logits", "train_config")
+#: Group tags of the ``groups`` metadata.
+GROUPS: dict[str, str] = {
+    "pace_control": "PACE's matched one-round controls (PACE Tables 1, 7)",
+    "multiround": "SPEAR's multi-round baselines (SPEAR Tab. 1/3)",
+    "oneshot": "SPEAR's one-shot baselines (SPEAR Tab. 1/3)",
+}
+#: The ``labels`` context of SPEAR's comparison tables.
+SPEAR_CONTEXT = "spear_comparison"
 
 
 def register_method(name: str, obj: Any = None, *, aliases: Sequence[str] = (), needs: Sequence[str] = ("local",),
@@ -32,6 +44,9 @@ def register_method(name: str, obj: Any = None, *, aliases: Sequence[str] = (), 
     bad = set(needs) - set(NEEDS)
     if bad:
         raise ConfigError(f"unknown method needs {sorted(bad)}; valid: {', '.join(NEEDS)}")
+    for tag in meta.get("groups", {}):
+        if tag not in GROUPS:
+            raise unknown("method group", tag, GROUPS)
     return METHODS.register(str(name).lower(), obj, aliases=tuple(aliases), needs=tuple(needs),
                             description=description, defaults=dict(defaults or {}), **meta)
 
@@ -84,3 +99,40 @@ def check_all_method_params(method_params: Mapping[str, Any] | None) -> dict[str
             raise ConfigError(f"method_params names method {key!r} twice (aliases of one method)")
         out[key] = check_method_params(key, params)
     return out
+
+
+def registered() -> Registry:
+    """:data:`METHODS` with every built-in method registered (imports :mod:`pace_nb.methods`)."""
+    import pace_nb.methods  # noqa: F401  (each method module registers itself)
+
+    return METHODS
+
+
+def canonical(name: str) -> str:
+    """The one id of a method (aliases and case resolved); an unregistered name lower-cased."""
+    reg = registered()
+    return reg.key(name) if name in reg else str(name).lower()
+
+
+def method_label(name: str, context: str | None = None) -> str:
+    """Display name of a method id or alias as the papers print it (``context``: e.g.
+    :data:`SPEAR_CONTEXT`, where that paper prints another name); unknown ids as given."""
+    reg = registered()
+    if name not in reg:
+        return str(name)
+    meta = reg.get(name).meta
+    return (meta.get("labels") or {}).get(context) or meta.get("label") or reg.key(name)
+
+
+def group(tag: str) -> tuple[str, ...]:
+    """Ids of the methods tagged ``tag`` (:data:`GROUPS`), in their paper table's row order."""
+    if tag not in GROUPS:
+        raise unknown("method group", tag, GROUPS)
+    members = [(e.meta["groups"][tag], i, e.name) for i, e in enumerate(registered().entries())
+               if tag in (e.meta.get("groups") or {})]
+    return tuple(name for _, _, name in sorted(members))
+
+
+def spear_comparison() -> tuple[str, ...]:
+    """SPEAR's comparison (its Tab. 1/3 rows): SPEAR, its multi-round, then its one-shot baselines."""
+    return ("spear",) + group("multiround") + group("oneshot")

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from pace_nb.core.schema import OUTCOME_COLORS, PALETTE, METHOD_LABELS, PACE_VARIANT_LABELS
+from pace_nb.core.schema import OUTCOME_COLORS, PALETTE, PACE_VARIANT_LABELS
+from pace_nb.methods.registry import method_label
 from pace_nb.viz.style import (COLUMN, FULL, ROW, fixed_jitter, method_color, method_palette, panel_grid, require_columns,  # noqa: F401
                               save_figure, set_style)
 
@@ -172,7 +173,7 @@ def plot_variant_bars(rows: pd.DataFrame, methods_variants: Sequence[tuple[str, 
     _require(f, ["method"], "plot_variant_bars (requested variants)")
 
     def name(m, v):
-        return PACE_VARIANT_LABELS.get(v, v) if m == "pace" else METHOD_LABELS.get(m, m) + ("" if v == "native" else f" ({v})")
+        return PACE_VARIANT_LABELS.get(v, v) if m == "pace" else method_label(m) + ("" if v == "native" else f" ({v})")
 
     f = f.assign(label=[name(m, v) for m, v in zip(f["method"], f["variant"])])
     order = [name(m, v) for m, v in methods_variants if name(m, v) in set(f["label"])]
@@ -209,7 +210,7 @@ def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, froze
         sns.lineplot(f, x="x", y="acc", marker="o", color=method_color("pace"), errorbar="sd", ax=ax, label="PACE")
         loc = pooled[(pooled["dataset"] == ds) & (pooled["method"] == "local")]["acc"]
         if len(loc):
-            ax.axhline(loc.mean(), color=method_color("local"), ls="--", lw=1, label="Local")
+            ax.axhline(loc.mean(), color=method_color("local"), ls="--", lw=1, label=method_label("local"))
         if paper is not None and len(paper):
             pv = paper[(paper["dataset"] == ds) & (paper["metric"] == "acc") & paper["rank"].isin(list(pos))]
             if len(pv):

@@ -15,9 +15,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from pace_nb.analysis.spear_comparison import COMPARISON_LABELS
+from pace_nb.analysis.spear_comparison import comparison_label
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.schema import METHOD_LABELS
+from pace_nb.methods.registry import method_label
 from pace_nb.data.datasets import dataset_order
 from pace_nb.viz.style import FULL, ROW, method_color, panel_grid
 
@@ -60,7 +60,7 @@ def plot_client_scaling(frame: pd.DataFrame, ncols: int = 3, title: str = "") ->
             run = gm.dropna(subset=["ours"])
             if len(run):
                 ax.errorbar(run["num_clients"], run["ours"], yerr=run["ours_std"].fillna(0), color=c, marker="o",
-                            ms=3.5, lw=1.4, capsize=2, label=METHOD_LABELS.get(m, m))
+                            ms=3.5, lw=1.4, capsize=2, label=method_label(m))
             ax.scatter(gm["num_clients"], gm["paper"], marker="x", color=c, s=28, zorder=4)
         ax.set(title=d, xlabel="clients K", ylabel="accuracy (%)", xticks=sorted(frame["num_clients"].unique()))
     for ax in axes[len(datasets):]:
@@ -97,7 +97,7 @@ def plot_spear_comparison(frame: pd.DataFrame, ncols: int = 3, title: str = "") 
         ax.scatter(g["paper"], y, marker="x", color="k", s=22, zorder=4)
         seeds = int(g["n_seeds"].max()) if g["n_seeds"].notna().any() else 0
         ax.set(title=f"{d} ({seeds} seed{'s' if seeds != 1 else ''})", xlabel="accuracy (%)", xlim=(0, 100))
-    axes[0].set_yticks(y, [COMPARISON_LABELS.get(m, m) for m in methods], fontsize="small")  # shared y
+    axes[0].set_yticks(y, [comparison_label(m) for m in methods], fontsize="small")  # shared y
     paper = "× paper" if frame["paper"].notna().any() else "no paper values in the available text"
     fig.suptitle(title or f"SPEAR Tab. 1: global model on the complete graph (Dirichlet β = 0.05, K = 10; {paper})")
     return fig

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from pace_nb.core.errors import ConfigError
+from pace_nb.methods.registry import method_label
 from pace_nb.viz.style import FULL, ROW, method_color
 
 #: What a live view redraws: the figure, and optionally a table shown below it.
@@ -212,7 +213,7 @@ def rank_view_figure(rows: pd.DataFrame, rank: int) -> plt.Figure:
         b.plot(f["x"], f["bytes_down"] / 1024, "s-", color="#ff7f0e", label=f"{ds}: return")
     loc = rows[(rows["method"] == "local") & (rows["receiver"] < 0)]
     if len(loc):
-        a.axhline(loc["acc"].mean(), color=method_color("local"), ls="--", lw=1, label="Local")
+        a.axhline(loc["acc"].mean(), color=method_color("local"), ls="--", lw=1, label=method_label("local"))
     sel = tab[tab["rank"] == rank]
     for ax in (a, b):
         ax.axvspan(pos[rank] - 0.3, pos[rank] + 0.3, color="#ffe08a", alpha=0.5, lw=0)

@@ -11,9 +11,10 @@ import sys
 
 import pandas as pd
 
-METHODS = {"Local": "local", "FedAvg": "fedavg", "FedProx": "fedprox", "FedNova": "fednova",
-           "FedRCL": "fedrcl", "FedPub": "fedpub", "FedTAD": "fedtad", "FedGTA": "fedgta",
-           "FedAux-1R": "fedaux", "PACE (Ours)": "pace", "PACE": "pace"}
+from pace_nb.methods.registry import group, method_label
+
+#: The paper's printed method names → method ids: the registry's labels (PACE also prints "PACE").
+METHODS = {**{method_label(m): m for m in ("local", *group("pace_control"), "pace")}, "PACE": "pace"}
 ABLATION = {"Local": ("local", "native"), "Transport ( $\\alpha=1$ )": ("pace", "transport"),
             "Fixed $\\alpha=0.5$": ("pace", "fixed0.5"), "Mean + CNLL": ("pace", "mean"),
             "Raw-Activation RegMean + CNLL": ("pace", "raw"),

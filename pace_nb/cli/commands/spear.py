@@ -78,12 +78,13 @@ def comparison_summary(rows: pd.DataFrame) -> pd.DataFrame:
 def _run_comparison(args) -> int:
     from pace_nb.core.config import PAPER_SEEDS
     from pace_nb.core.io import atomic_write_json
-    from pace_nb.methods.oneshot.compare import SPEAR_COMPARISON, run_comparison
+    from pace_nb.methods.oneshot.compare import run_comparison
+    from pace_nb.methods.registry import spear_comparison
     from pace_nb.methods.spear import analysis as sa
     from pace_nb.methods.spear.core import SpearConfig
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    methods = list(SPEAR_COMPARISON) if methods == ["all"] else methods
+    methods = list(spear_comparison()) if methods == ["all"] else methods
     if args.rounds < 1:
         raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
     run_seed = PAPER_SEEDS[0] if args.run_seed is None else args.run_seed

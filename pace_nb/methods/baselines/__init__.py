@@ -4,7 +4,8 @@ Each method is a :class:`~.base.FederatedMethod` subclass registered with the
 :func:`~.base.federated_method` decorator in its own module; this package imports them all.
 ``make_method(name, **hyperparameters)`` builds one; :func:`train_federated` runs R rounds and
 returns per-receiver models; :func:`run_federated` also evaluates them (native and +CNLL rows).
-``R = 1`` with 100 local epochs is PACE's matched one-round control.
+``R = 1`` with 100 local epochs is PACE's matched one-round control (the methods tagged
+``pace_control``: :func:`pace_nb.methods.registry.group`).
 """
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ from pace_nb.methods.baselines import (fedavg, fedprox, fednova, fedrcl, fedpub,
                                        fedaux, fedproto, moon, fedopt)
 from pace_nb.methods.baselines.base import (FederatedMethod, FederatedRun, FedContext, evaluate_run, make_method, mix,
                                             run_federated, train_federated)
+from pace_nb.core.errors import ConfigError
 from pace_nb.methods.registry import METHODS
-
-#: The eight matched one-round controls of PACE Table 1 / Table 7.
-PACE_CONTROLS: tuple[str, ...] = ("fedavg", "fedprox", "fednova", "fedrcl", "fedpub", "fedtad", "fedgta", "fedaux1r")
 
 
 def method_names() -> list[str]:
@@ -27,11 +26,9 @@ def method_class(name: str) -> type[FederatedMethod]:
     """The class of a registered baseline (``UnknownNameError`` for an unknown name)."""
     cls = METHODS[name]
     if not (isinstance(cls, type) and issubclass(cls, FederatedMethod)):
-        from pace_nb.core.errors import ConfigError
-
         raise ConfigError(f"{name!r} is not a federated baseline")
     return cls
 
 
-__all__ = ["FederatedMethod", "FederatedRun", "FedContext", "PACE_CONTROLS", "evaluate_run", "make_method",
+__all__ = ["FederatedMethod", "FederatedRun", "FedContext", "evaluate_run", "make_method",
            "method_class", "method_names", "mix", "run_federated", "train_federated"]

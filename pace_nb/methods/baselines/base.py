@@ -114,7 +114,8 @@ def check_rounds(rounds: Any, local_epochs: Any, owner: str = "federated trainin
 def federated_method(cls):
     """Class decorator: register a :class:`FederatedMethod` subclass under ``cls.name`` (and
     ``cls.aliases``) in :data:`pace_nb.methods.registry.METHODS`."""
-    register_method(cls.name, cls, aliases=cls.aliases, description=f"{cls.label}: {cls.paper}", label=cls.label)
+    register_method(cls.name, cls, aliases=cls.aliases, description=f"{cls.label}: {cls.paper}", label=cls.label,
+                    labels=dict(vars(cls).get("labels", {})), groups=dict(vars(cls).get("groups", {})))
     return cls
 
 
@@ -135,6 +136,10 @@ class FederatedMethod:
     aliases: ClassVar[tuple[str, ...]] = ()
     label: ClassVar[str] = ""
     paper: ClassVar[str] = ""
+    #: ``{tag: position}`` of :data:`pace_nb.methods.registry.GROUPS` (not inherited by subclasses)
+    #: and ``{context: label}`` where a paper prints another name (not inherited either).
+    groups: ClassVar[dict[str, int]] = {}
+    labels: ClassVar[dict[str, str]] = {}
     personalized: ClassVar[bool] = False
     #: Params keys the server aggregates (others stay with their client).
     shared_keys: ClassVar[tuple[str, ...]] = WEIGHT_KEYS

@@ -70,6 +70,7 @@ class FedAux(FederatedMethod):
     name = "fedaux1r"
     aliases = ("fedaux", "fedaux-1r")
     label = "FedAux-1R"
+    groups = {"pace_control": 7}  # row positions in the papers' tables
     paper = "Zhuo et al. 2025, Personalized subgraph federated learning with differentiable auxiliary projections"
     personalized = True
     shared_keys = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", AUX_KEY)

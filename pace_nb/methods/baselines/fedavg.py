@@ -28,6 +28,7 @@ class FedAvg(FederatedMethod):
 
     name = "fedavg"
     label = "FedAvg"
+    groups = {"pace_control": 0, "multiround": 0}  # row positions in the papers' tables
     paper = "McMahan et al. 2017, Communication-efficient learning of deep networks from decentralized data"
 
     _parameter_constraints = {"weighting": [Options(WEIGHTINGS)]}

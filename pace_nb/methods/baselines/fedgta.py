@@ -75,6 +75,7 @@ class FedGTA(FederatedMethod):
 
     name = "fedgta"
     label = "FedGTA"
+    groups = {"pace_control": 6, "multiround": 6}  # row positions in the papers' tables
     paper = "Li et al. 2024, FedGTA: Topology-aware averaging for federated graph learning"
     personalized = True
 

@@ -58,6 +58,7 @@ class FedNova(FedAvg):
 
     name = "fednova"
     label = "FedNova"
+    groups = {"pace_control": 2}  # row positions in the papers' tables
     paper = "Wang et al. 2020, Tackling the objective inconsistency problem in heterogeneous federated optimization"
     _parameter_constraints = {"tau": [Options(TAUS)]}
 

@@ -32,6 +32,8 @@ class FedAdam(FedAvg):
     name = "fedadam"
     aliases = ("fedopt",)
     label = "FedAdam"
+    groups = {"multiround": 2}  # row positions in the papers' tables
+    labels = {"spear_comparison": "FedOPT (FedAdam)"}  # SPEAR prints FedOPT
     paper = "Reddi et al. 2021, Adaptive federated optimization"
 
     _parameter_constraints = {

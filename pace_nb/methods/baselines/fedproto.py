@@ -41,6 +41,7 @@ class FedProto(FederatedMethod):
 
     name = "fedproto"
     label = "FedProto"
+    groups = {"multiround": 4}  # row positions in the papers' tables
     paper = "Tan et al. 2022, FedProto: Federated prototype learning across heterogeneous clients"
     personalized = True
     shared_keys = ()

@@ -36,6 +36,7 @@ class FedProx(FedAvg):
 
     name = "fedprox"
     label = "FedProx"
+    groups = {"pace_control": 1, "multiround": 1}  # row positions in the papers' tables
     paper = "Li et al. 2020, Federated optimization in heterogeneous networks"
     _parameter_constraints = {"mu": [Interval(float, 0, None)]}
 

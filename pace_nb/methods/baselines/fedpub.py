@@ -103,6 +103,7 @@ class FedPub(FederatedMethod):
 
     name = "fedpub"
     label = "FedPub"
+    groups = {"pace_control": 4, "multiround": 5}  # row positions in the papers' tables
     paper = "Baek et al. 2023, Personalized subgraph federated learning"
     personalized = True
     #: layers: 2 (PACE's GCN) or 3 (OpenFGL's model)

@@ -125,6 +125,7 @@ class FedTAD(FedAvg):
 
     name = "fedtad"
     label = "FedTAD"
+    groups = {"pace_control": 5, "multiround": 7}  # row positions in the papers' tables
     paper = "Zhu et al. 2024, FedTAD: Topology-aware data-free knowledge distillation for subgraph FL"
 
     _parameter_constraints = {

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from pace_nb.methods.oneshot import dense, fedcvae, fedsd2c, ghost, oasis  # noqa: F401
 from pace_nb.methods.oneshot.base import OneShotMethod, run_oneshot
-from pace_nb.methods.registry import METHODS
+from pace_nb.core.errors import ConfigError
+from pace_nb.methods.registry import METHODS, group
 
-#: SPEAR's five one-shot baselines, in the paper's order.
-ONESHOT_METHODS: tuple[str, ...] = ("dense", "fedcvae", "fedsd2c", "ghost", "oasis")
+#: SPEAR's one-shot baselines registered by this package, in the paper's order (read from the
+#: registry's ``oneshot`` tag; call ``group("oneshot")`` to include methods registered later).
+ONESHOT_METHODS: tuple[str, ...] = group("oneshot")
 
 
 def make_oneshot(name: str, **hyperparameters) -> OneShotMethod:
     """A configured one-shot baseline (``UnknownNameError`` for an unknown name)."""
     cls = METHODS[name]
     if not (isinstance(cls, type) and issubclass(cls, OneShotMethod)):
-        from pace_nb.core.errors import ConfigError
-
         raise ConfigError(f"{name!r} is not a one-shot baseline")
     return cls(**hyperparameters)
 

@@ -231,7 +231,8 @@ class OneShotContext:
 def oneshot_method(cls):
     """Class decorator: register a :class:`OneShotMethod` under ``cls.name`` in ``METHODS``."""
     register_method(cls.name, cls, aliases=cls.aliases, needs=("local",) if cls.uses_local else (),
-                    description=f"{cls.label}: {cls.paper}", label=cls.label, oneshot=True)
+                    description=f"{cls.label}: {cls.paper}", label=cls.label, labels=dict(vars(cls).get("labels", {})),
+                    groups=dict(vars(cls).get("groups", {})))
     return cls
 
 
@@ -243,6 +244,10 @@ class OneShotMethod:
     aliases: ClassVar[tuple[str, ...]] = ()
     label: ClassVar[str] = ""
     paper: ClassVar[str] = ""
+    #: ``{tag: position}`` of :data:`pace_nb.methods.registry.GROUPS` and ``{context: label}``
+    #: (neither inherited by subclasses).
+    groups: ClassVar[dict[str, int]] = {}
+    labels: ClassVar[dict[str, str]] = {}
     #: True when the client's upload is built from its matched Local model (DENSE).
     uses_local: ClassVar[bool] = False
     _parameter_constraints: ClassVar[dict] = {}

@@ -5,9 +5,10 @@ server-side global model is evaluated centrally on the complete test graph"): ac
 global model on the complete graph over the union of the clients' test masks.
 
 * ``spear`` — :func:`pace_nb.methods.spear.core.run_spear` (real NPZ upload bytes);
-* the five one-shot baselines (:data:`ONESHOT`) — :func:`.base.run_oneshot`;
-* multi-round baselines (every other :class:`~pace_nb.methods.baselines.base.FederatedMethod`,
-  SPEAR's eight: FedAvg, FedProx, FedOPT, MOON, FedProto, FedPub, FedGTA, FedTAD) —
+* one-shot baselines (every :class:`~.base.OneShotMethod`; SPEAR's five are tagged ``oneshot``
+  in the registry) — :func:`.base.run_oneshot`;
+* multi-round baselines (every :class:`~pace_nb.methods.baselines.base.FederatedMethod`;
+  SPEAR's eight, tagged ``multiround``: FedAvg, FedProx, FedOPT, MOON, FedProto, FedPub, FedGTA, FedTAD) —
   :func:`~pace_nb.methods.baselines.base.train_federated` for ``rounds`` rounds of
   ``local_epochs`` epochs; a method whose receivers all deploy the same model is scored by that
   global model; a personalized method (FedPub, FedGTA …) has no single server model, so its
@@ -32,16 +33,10 @@ from pace_nb.core.config import PAPER_SEEDS
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.validation import check_names
 from pace_nb.methods.evaluation import federation_fields, make_row
-from pace_nb.methods.oneshot import ONESHOT_METHODS, make_oneshot
-from pace_nb.methods.oneshot.base import complete_graph_scores, run_oneshot
-from pace_nb.methods.registry import METHODS
+from pace_nb.methods.oneshot import make_oneshot
+from pace_nb.methods.oneshot.base import OneShotMethod, complete_graph_scores, run_oneshot
+from pace_nb.methods.registry import METHODS, spear_comparison
 from pace_nb.nn.training import TrainConfig
-
-ONESHOT = ONESHOT_METHODS
-#: SPEAR's eight multi-round baselines, in the paper's order.
-MULTIROUND: tuple[str, ...] = ("fedavg", "fedprox", "fedadam", "moon", "fedproto", "fedpub", "fedgta", "fedtad")
-#: SPEAR and its 13 baselines (SPEAR Table 1 rows).
-SPEAR_COMPARISON: tuple[str, ...] = ("spear",) + MULTIROUND + ONESHOT
 
 
 def _data_seed(fg) -> int:
@@ -98,20 +93,22 @@ def multiround_row(fg, method: str, *, rounds: int = 100, local_epochs: int | No
                                              "bytes_per_client": list(run.bytes_up)})
 
 
-def run_comparison(fg, methods: Sequence[str] = SPEAR_COMPARISON, *, rounds: int = 100, local_epochs: int | None = None,
+def run_comparison(fg, methods: Sequence[str] | None = None, *, rounds: int = 100, local_epochs: int | None = None,
                    run_seed: int = PAPER_SEEDS[0], config: TrainConfig = TrainConfig(), spear_config=None,
                    method_params: dict | None = None, device="auto", progress: bool = False) -> pd.DataFrame:
-    """SPEAR's comparison rows on ``fg`` (one row per method; see the module docstring)."""
+    """SPEAR's comparison rows on ``fg`` (one row per method, default :func:`spear_comparison`;
+    see the module docstring)."""
     from pace_nb.methods.baselines import FederatedMethod
 
-    names = ["spear" if str(m).lower() == "spear" else METHODS.key(m) for m in check_names(methods, "methods")]
+    methods = spear_comparison() if methods is None else methods
+    names = [METHODS.key(m) for m in check_names(methods, "methods")]
     params = {METHODS.key(k): dict(v) for k, v in (method_params or {}).items()}
     local, rows = None, []
     for name in names:
         obj = None if name == "spear" else METHODS[name]
         if name == "spear":
             rows.append(spear_row(fg, spear_config))
-        elif name in ONESHOT:
+        elif isinstance(obj, type) and issubclass(obj, OneShotMethod):
             method = make_oneshot(name, **params.get(name, {}))
             if method.uses_local and local is None:
                 from pace_nb.nn.training import train_local
@@ -124,8 +121,8 @@ def run_comparison(fg, methods: Sequence[str] = SPEAR_COMPARISON, *, rounds: int
                                        config=config, device=device, progress=progress,
                                        method_params=params.get(name)))
         else:
-            raise ConfigError(f"{name!r} is not part of SPEAR's comparison; valid: spear, one-shot "
-                              f"({', '.join(ONESHOT)}) or a federated baseline ({', '.join(MULTIROUND)}, …)")
+            raise ConfigError(f"{name!r} is not part of SPEAR's comparison; valid: spear, a one-shot or a "
+                              f"federated baseline ({', '.join(spear_comparison()[1:])}, …)")
     frame = pd.DataFrame(rows)
     frame["beta"] = (getattr(fg, "config", {}) or {}).get("beta", float("nan"))
     return frame

@@ -82,6 +82,7 @@ class Dense(OneShotMethod):
 
     name = "dense"
     label = "DENSE"
+    groups = {"oneshot": 0}  # row positions in the papers' tables
     paper = "Zhang et al. 2022, DENSE: Data-free one-shot federated learning"
     uses_local = True
     _parameter_constraints = {

@@ -50,6 +50,7 @@ class FedCVAE(OneShotMethod):
 
     name = "fedcvae"
     label = "FedCVAE"
+    groups = {"oneshot": 1}  # row positions in the papers' tables
     paper = "Heinbaugh et al. 2023, Data-free one-shot federated learning under very high statistical heterogeneity"
     _parameter_constraints = {
         "latent": [Interval(int, 1, 4096)], "hidden": [Interval(int, 1, 1 << 14)],

@@ -59,6 +59,7 @@ class FedSD2C(OneShotMethod):
 
     name = "fedsd2c"
     label = "FedSD2C"
+    groups = {"oneshot": 2}  # row positions in the papers' tables
     paper = "Zhang et al. 2024, One-shot federated learning via synthetic distiller-distillate communication"
     uses_local = True
     _parameter_constraints = {

@@ -74,6 +74,7 @@ class Ghost(OneShotMethod):
 
     name = "ghost"
     label = "GHOST"
+    groups = {"oneshot": 3}  # row positions in the papers' tables
     paper = "Qian et al. 2025 (ICML), GHOST: one-shot federated graph learning"
     uses_local = True
     _parameter_constraints = {

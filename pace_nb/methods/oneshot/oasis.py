@@ -68,6 +68,7 @@ class Oasis(OneShotMethod):
 
     name = "oasis"
     label = "OASIS"
+    groups = {"oneshot": 4}  # row positions in the papers' tables
     paper = "Wan et al. 2025 (NeurIPS), OASIS: one-shot federated graph learning"
     _parameter_constraints = {
         "codes_per_class": [Interval(int, 1, 10_000)], "iterations": [Interval(int, 0, 10_000)],

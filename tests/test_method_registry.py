@@ -1,0 +1,134 @@
+"""One id, one label, one set of group tags per method — read from the registry everywhere; a
+method defined in one module of the user's own package runs in ``pace-nb run``, a grid and
+``pace-nb tables`` with no other file edited."""
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import pace_nb
+from pace_nb.cli import main
+from pace_nb.core.schema import PALETTE
+from pace_nb.methods.registry import (METHODS, SPEAR_CONTEXT, canonical, group, method_label, registered,
+                                      spear_comparison)
+
+PKG = Path(pace_nb.__file__).resolve().parent
+
+
+def test_groups_are_the_papers_lists_in_their_order():
+    # PACE Table 1 / 7 columns; SPEAR Tab. 1 rows (text of both papers)
+    assert group("pace_control") == ("fedavg", "fedprox", "fednova", "fedrcl", "fedpub", "fedtad", "fedgta", "fedaux1r")
+    assert group("multiround") == ("fedavg", "fedprox", "fedadam", "moon", "fedproto", "fedpub", "fedgta", "fedtad")
+    assert group("oneshot") == ("dense", "fedcvae", "fedsd2c", "ghost", "oasis")
+    assert spear_comparison() == ("spear",) + group("multiround") + group("oneshot") and len(spear_comparison()) == 14
+    with pytest.raises(Exception, match="unknown method group"):
+        group("nope")
+
+
+def test_aliases_resolve_to_one_id_and_one_label():
+    assert {canonical(n) for n in ("fedaux", "FedAux-1R", "fedaux1r", "FEDAUX")} == {"fedaux1r"}
+    assert canonical("fedopt") == canonical("FedAdam") == "fedadam"
+    assert method_label("fedaux") == method_label("fedaux1r") == "FedAux-1R"
+    assert method_label("fedopt") == "FedAdam" and method_label("fedopt", SPEAR_CONTEXT) == "FedOPT (FedAdam)"
+    assert method_label("spear") == "SPEAR" and method_label("pace") == "PACE (Ours)"
+    assert method_label("not-a-method") == "not-a-method" and canonical("Not-Registered") == "not-registered"
+
+
+def test_a_method_label_is_defined_in_one_place():
+    """Each registered method's label is written once in the package (its registration), and no
+    dict maps its id to its label anywhere else."""
+    src = {p: p.read_text(encoding="utf-8") for p in PKG.rglob("*.py")}
+    for name in registered().names():
+        label = re.escape(method_label(name))
+        defs = [p.name for p, t in src.items() for _ in re.finditer(rf'\blabel\s*=\s*"{label}"', t)]
+        assert len(defs) == 1, (name, defs)
+        for key in (name,) + METHODS.get(name).aliases:
+            maps = [p.name for p, t in src.items() if re.search(rf'"{re.escape(key)}"\s*:\s*"{label}"', t)]
+            assert not maps, (name, maps)
+
+
+def test_palette_is_keyed_by_canonical_ids():
+    for key in PALETTE:
+        if key in METHODS:
+            assert METHODS.key(key) == key, f"PALETTE key {key!r} is an alias of {METHODS.key(key)!r}"
+
+
+def test_paper_values_use_registry_ids():
+    from pace_nb.analysis.paper_values import paper_values
+
+    ids = set(paper_values()["method"])
+    assert ids <= set(registered().names()), ids - set(registered().names())
+
+
+PLUGIN = '''
+"""A user's method in one module: FedAvg's mechanism under a new id, tagged for SPEAR's comparison."""
+from pace_nb.methods.baselines.base import federated_method
+from pace_nb.methods.baselines.fedavg import FedAvg
+
+
+@federated_method
+class FedProbe(FedAvg):
+    name = "fedprobe"
+    label = "FedProbe"
+    paper = "a test method"
+'''
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    pkg = tmp_path / "userpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "probe_method.py").write_text(textwrap.dedent(PLUGIN))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    mod = importlib.import_module("userpkg.probe_method")
+    yield mod
+    sys.modules.pop("userpkg.probe_method", None)
+    sys.modules.pop("userpkg", None)
+
+
+def test_a_new_method_in_one_module_runs_everywhere(plugin, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PACE_NB_CACHE", str(tmp_path / "cache"))
+    try:
+        assert canonical("FedProbe") == "fedprobe" and method_label("fedprobe") == "FedProbe"
+        # pace-nb run
+        assert main(["run", "--clients", "3", "--seeds", "1", "--methods", "local,fedprobe", "--device", "cpu",
+                     "--no-progress"]) == 0
+        assert re.search(r"^\s*fedprobe\s+native", capsys.readouterr().out, re.M)
+        # a grid: its parameters are checked like a built-in method's
+        store = tmp_path / "store"
+        grid = tmp_path / "g.toml"
+        grid.write_text(textwrap.dedent("""
+            [[spear]]
+            datasets = ["demo"]
+            beta = 0.5
+            clients = 3
+            seeds = [2024]
+            variants = ["full"]
+            methods = ["spear", "fedprobe"]
+            rounds = 1
+            local_epochs = 2
+            method_params = { fedprobe = { weighting = "train" } }
+        """))
+        assert main(["grid", str(grid), "--results", str(store)]) == 0
+        rows = pd.concat([pd.read_csv(p) for p in (store / "cells").glob("*.csv")])
+        assert "fedprobe" in set(rows["method"])
+        bad = grid.read_text().replace("weighting", "weigthing")
+        grid.write_text(bad)
+        assert main(["grid", str(grid), "--results", str(tmp_path / "s2"), "--dry-run"]) == 2
+        assert "valid: local_epochs, rounds, weighting" in capsys.readouterr().err
+        # pace-nb tables: SPEAR's Tab. 1 shows the new method under its registry label
+        out = tmp_path / "tables"
+        assert main(["tables", "--results", str(store), "--out", str(out), "--tables", "spear-1"]) == 0
+        text = (out / "table_spear-1.md").read_text(encoding="utf-8")
+        assert "FedProbe" in text and "SPEAR" in text
+    finally:
+        METHODS._entries.pop("fedprobe", None)  # the registry has no public unregister: tests only
+        METHODS._lookup.pop("fedprobe", None)
