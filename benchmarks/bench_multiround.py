@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore", message="clients .* have no training nodes")
     fg = sa.federation(args.dataset, beta=0.05, num_clients=10, seed=2024)
     real = base.train_models
-    rebuilt = lambda *a, layouts=None, **kw: real(*a, **kw)  # noqa: E731 - the cache switched off
+    rebuilt = lambda *a, layouts=None, **kw: real(*a, **kw)  # the cache switched off
     load, out = [os.getloadavg()[0]], {"dataset": args.dataset, "rounds": args.rounds, "methods": {}}
     for m in args.methods:
         res = {}

@@ -42,7 +42,7 @@ def _cold_import():
     t = time.perf_counter()
     import torch  # noqa: F401
 
-    import pace_nb.experiments.grid  # noqa: F401
+    import pace_nb.experiments.grid
     import pace_nb.methods.protocol  # noqa: F401
     return time.perf_counter() - t, os.getpid()
 

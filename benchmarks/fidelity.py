@@ -33,7 +33,6 @@ def parse_run(text: str) -> tuple[str, dict]:
 
 
 def main(argv=None) -> int:
-    import pandas as pd
     import torch
 
     from pace_nb.analysis.summary import summarize

@@ -8,7 +8,6 @@ the complete graph too), over data seeds × noise seeds, beside the paper's drop
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 

@@ -43,7 +43,7 @@ def test_fedpub_three_layer_forward_and_embedding_by_hand():
     p, (x, P, Pd) = _tiny(), _graph()
     n = {k: v.numpy().astype(np.float64) for k, v in p.items()}
     xn = x.numpy().astype(np.float64)
-    relu = lambda a: np.maximum(a, 0)  # noqa: E731
+    relu = lambda a: np.maximum(a, 0)
     h1 = relu(Pd @ xn @ (n["conv1.weight"] * n["conv1.mask"]).T + n["conv1.bias"])
     h2 = Pd @ h1 @ (n["conv2.weight"] * n["conv2.mask"]).T + n["conv2.bias"]
     z = relu(h2) @ (n["lin.weight"] * n["lin.mask"]).T + n["lin.bias"]

@@ -20,7 +20,7 @@ from pace_nb.core.errors import DataCorruptionError  # noqa: E402
 from pace_nb.data.federation import build_federated  # noqa: E402
 from pace_nb.flower import wire  # noqa: E402
 from pace_nb.flower.client import make_client_app  # noqa: E402
-from pace_nb.flower.inprocess import run_inprocess, ship  # noqa: E402
+from pace_nb.flower.inprocess import run_inprocess  # noqa: E402
 from pace_nb.flower.partitions import client_file, export_partitions, load_partition  # noqa: E402
 from pace_nb.flower.settings import FlowerSettings  # noqa: E402
 from pace_nb.methods.pace import lowrank  # noqa: E402

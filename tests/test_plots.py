@@ -5,21 +5,21 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+import torch
 
 from pace_nb.viz import pace as plots
 from pace_nb.viz import spear as spear_plots
 from pace_nb.viz import frames as views
-from pace_nb.viz import widgets  # noqa: E402
-from pace_nb.core.errors import ConfigError  # noqa: E402
-from pace_nb.data.federation import ClientGraph, FederatedGraph  # noqa: E402
-from pace_nb.nn.gcn import init_params  # noqa: E402
-from pace_nb.nn.training import LocalModels, TrainConfig  # noqa: E402
-from fake_results import make_rows  # noqa: E402
+from pace_nb.viz import widgets
+from pace_nb.core.errors import ConfigError
+from pace_nb.data.federation import ClientGraph, FederatedGraph
+from pace_nb.nn.gcn import init_params
+from pace_nb.nn.training import LocalModels, TrainConfig
+from fake_results import make_rows
 
 
 @pytest.fixture(autouse=True)

@@ -7,15 +7,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import ipywidgets as w  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
+import ipywidgets as w
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
 
-from fake_results import make_rows  # noqa: E402
-from pace_nb.viz import frames as views  # noqa: E402
-from pace_nb.viz import widgets  # noqa: E402
-from test_plots import _fg, _local, _logits  # noqa: E402
+from fake_results import make_rows
+from pace_nb.viz import frames as views
+from pace_nb.viz import widgets
+from test_plots import _fg, _local, _logits
 
 
 @pytest.fixture(autouse=True)

@@ -97,7 +97,7 @@ def parse_config(text: str, path: str = "<config>", fmt: str = "toml") -> GridCo
             import tomllib
 
             raw = tomllib.loads(text)
-    except Exception as exc:  # noqa: BLE001 - parser errors carry the line number
+    except Exception as exc:  # parser errors carry the line number
         raise ConfigError(f"{path}: cannot parse {fmt.upper()}: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a mapping with [grid]/[[experiment]]/[[spear]] sections")
@@ -358,7 +358,7 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
         t0 = time.perf_counter()
         try:
             return cell, fn(cell, **kw), time.perf_counter() - t0, claim
-        except Exception as exc:  # noqa: BLE001 - reported per cell with keep_going
+        except Exception as exc:  # reported per cell with keep_going
             if claim is not None:
                 claim.release()
             if not keep_going:

@@ -155,7 +155,7 @@ def _init_bounded(ray, timeout: float, hint: str = "", **kw) -> None:
     def target():
         try:
             ray.init(**kw)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller (SystemExit included)
+        except BaseException as exc:  # handed to the caller (SystemExit included)
             box["error"] = exc
 
     th = threading.Thread(target=target, name="pace-nb-ray-init", daemon=True)
@@ -194,7 +194,7 @@ def connect(options: RayOptions) -> bool:
                 with _loopback_only(ray):
                     ray.init(address="local", num_cpus=max(1, int(ncpu)), **common)
                 return True
-            except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception here
+            except Exception as exc:  # Ray raises a bare Exception here
                 ray.shutdown()
                 if attempt == 2:
                     msg = " ".join(str(exc).split())[:200]

@@ -64,7 +64,7 @@ class InProcessGrid:
         TaskIdentity.node_id = node
         try:
             reply = self.client_app(arrived, self.contexts[node])
-        except Exception as exc:  # noqa: BLE001 — a failing client is an error reply, as on a SuperNode
+        except Exception as exc:  # a failing client is an error reply, as on a SuperNode
             reply = Message(Error(code=1, reason=f"{type(exc).__name__}: {exc}"), reply_to=arrived)
         finally:
             TaskIdentity.node_id = SERVER_NODE

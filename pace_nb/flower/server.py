@@ -174,8 +174,8 @@ def _acc(conf, c: int) -> float:
 def result_rows(reports: list[dict], num_classes: int, base: dict, *, up: list[int], down: list[int],
                 dense_bytes: int | None, has_local: bool) -> list[dict]:
     """Rows (receivers + pooled) from the clients' reports, as :func:`evaluate_method` builds them."""
-    pct = lambda x: 100.0 * x if x == x else NAN  # noqa: E731
-    ratio = lambda b: 100.0 * b / dense_bytes if dense_bytes else NAN  # noqa: E731
+    pct = lambda x: 100.0 * x if x == x else NAN
+    ratio = lambda b: 100.0 * b / dense_bytes if dense_bytes else NAN
     rows = []
     alphas = [float(r.get("alpha", NAN)) for r in reports]
     for rep, a, u, d in zip(reports, alphas, up, down):

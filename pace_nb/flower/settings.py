@@ -55,7 +55,7 @@ class FlowerSettings:
             self.pace_config  # validates the variant
         else:
             self.spear_config.for_variant(self.spear_variant)
-        self.train_config  # noqa: B018 — validates
+        self.train_config  # validates
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> "FlowerSettings":

@@ -49,7 +49,7 @@ def spear_upload_tensors(data: bytes, num_classes: int) -> tuple[Tensor, Tensor]
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             classes, counts, protos = z["classes"], z["counts"], z["prototypes"]
-    except Exception as exc:  # noqa: BLE001 — any parse failure is a corrupt message
+    except Exception as exc:  # any parse failure is a corrupt message
         raise DataCorruptionError(f"corrupt SPEAR upload: {exc}") from None
     if (classes.ndim != 1 or counts.shape != classes.shape or protos.ndim != 2
             or protos.shape[0] != classes.size or (classes.size and (classes.min() < 0 or classes.max() >= num_classes))
@@ -74,7 +74,7 @@ def parse_spear_return(data: bytes) -> tuple[Tensor, Tensor]:
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             g, present = z["g"], z["present"]
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise DataCorruptionError(f"corrupt SPEAR return message: {exc}") from None
     if g.ndim != 2 or present.shape != (g.shape[0],):
         raise DataCorruptionError("malformed SPEAR return message")

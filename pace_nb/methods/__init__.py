@@ -3,9 +3,9 @@
 Importing this package registers every method in :data:`pace_nb.methods.registry.METHODS`.
 """
 
-from pace_nb.methods import local  # noqa: E402,F401  (registers "local")
-from pace_nb.methods.pace import protocol as _pace  # noqa: E402,F401  (registers "pace")
-from pace_nb.methods import baselines  # noqa: E402,F401  (registers every federated baseline)
-from pace_nb.methods import oneshot  # noqa: E402,F401  (registers SPEAR's one-shot baselines)
-from pace_nb.methods.spear import method as _spear  # noqa: E402,F401  (registers "spear")
-from pace_nb.methods.registry import METHODS  # noqa: E402,F401
+from pace_nb.methods import local  # noqa: F401  (registers "local")
+from pace_nb.methods.pace import protocol as _pace  # noqa: F401  (registers "pace")
+from pace_nb.methods import baselines  # noqa: F401  (registers every federated baseline)
+from pace_nb.methods import oneshot  # noqa: F401  (registers SPEAR's one-shot baselines)
+from pace_nb.methods.spear import method as _spear  # noqa: F401  (registers "spear")
+from pace_nb.methods.registry import METHODS  # noqa: F401
