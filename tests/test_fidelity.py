@@ -13,7 +13,8 @@ from pace_nb.methods.baselines import make_method, train_federated
 from pace_nb.methods.baselines.fedpub import functional_embedding, prune_masks, similarity_weights
 from pace_nb.nn.gcn import batch_graphs, batched_forward, gcn_forward, propagation_matrix, stack_params
 from pace_nb.nn.training import TrainConfig
-from tests.test_baselines import SEED, demo_fg
+
+from demo_graphs import SEED, demo_fg
 
 
 @pytest.fixture(scope="module")
