@@ -1,4 +1,4 @@
-"""Fidelity-pass methods against small hand computations (DESIGN §12): FedPub's OpenFGL model,
+"""Fidelity-pass methods against small hand computations (docs/DESIGN.md §12): FedPub's OpenFGL model,
 embedding and similarity diagonal; FedRCL's released loss; FedNova's momentum a_k; FedAux's
 [h ‖ z] head."""
 from __future__ import annotations

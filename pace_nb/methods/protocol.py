@@ -1,4 +1,4 @@
-"""Method registry and the one-shot protocol runner (DESIGN §2, §5, §6).
+"""Method registry and the one-shot protocol runner (docs/DESIGN.md §2, §5, §6).
 
 A *method* is a function
 
