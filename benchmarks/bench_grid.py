@@ -17,7 +17,7 @@ second run sees).  ``--threads`` defaults to 1 (stable on a shared machine; ``--
 default).  Seconds exclude ``import torch``.  The machine may be shared: the 1-minute
 load average before and after each dataset is printed beside its timings.
 
-    PACE_NB_DATA=../shared/data python3 benchmarks/bench_grid.py [--datasets Cora PubMed ...]
+    PACE_NB_DATA=DIR python3 benchmarks/bench_grid.py [--datasets Cora PubMed ...]
         [--clients 10] [--seeds 104729 ...] [--device auto] [--threads 1] [--cold] [--json F] [--quick]
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One setting's method groups with and without sharing Local (``experiments.cells.LocalReuse``).
 
-    PACE_NB_DATA=../shared/data python3 benchmarks/bench_local_reuse.py [--dataset Cora] [--clients 10]
+    PACE_NB_DATA=DIR python3 benchmarks/bench_local_reuse.py [--dataset Cora] [--clients 10]
         [--seeds 5] [--json FILE]
 
 Runs ``configs/pace_main.toml``'s three method groups for one setting through ``run_grid`` twice,

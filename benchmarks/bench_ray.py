@@ -1,6 +1,6 @@
 """Serial vs Ray wall time of a grid (default configs/quick.toml) and where Ray's overhead goes.
 
-    PACE_NB_DATA=../shared/data python3 benchmarks/bench_ray.py [--config configs/quick.toml]
+    PACE_NB_DATA=DIR python3 benchmarks/bench_ray.py [--config configs/quick.toml]
         [--workers 2] [--json FILE] [--skip-serial]
 
 Every run starts from an empty private results store (a temporary folder) in the same

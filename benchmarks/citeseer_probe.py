@@ -1,4 +1,4 @@
-"""CiteSeer probe (DESIGN §12): graph facts of the PyG/OpenFGL CiteSeer, the Louvain clients, and
+"""CiteSeer probe (docs/DESIGN.md §12): graph facts of the PyG/OpenFGL CiteSeer, the Louvain clients, and
 Local accuracy split by node kind and by mask draw.
 
 * graph: nodes, undirected edges, isolated nodes, all-zero feature rows (PyG fills CiteSeer's 15

@@ -1,4 +1,4 @@
-"""Fidelity-pass methods against small hand computations (DESIGN §12): FedPub's OpenFGL model,
+"""Fidelity-pass methods against small hand computations (docs/DESIGN.md §12): FedPub's OpenFGL model,
 embedding and similarity diagonal; FedRCL's released loss; FedNova's momentum a_k; FedAux's
 [h ‖ z] head."""
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pace_nb.methods.baselines import make_method, train_federated
 from pace_nb.methods.baselines.fedpub import functional_embedding, prune_masks, similarity_weights
 from pace_nb.nn.gcn import batch_graphs, batched_forward, gcn_forward, propagation_matrix, stack_params
 from pace_nb.nn.training import TrainConfig
-from tests.test_baselines import SEED, demo_fg
+
+from demo_graphs import SEED, demo_fg
 
 
 @pytest.fixture(scope="module")

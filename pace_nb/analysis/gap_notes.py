@@ -1,9 +1,9 @@
-"""One-line causes of the remaining gaps to the papers (DESIGN §12), printed under the tables
+"""One-line causes of the remaining gaps to the papers (docs/DESIGN.md §12), printed under the tables
 (:mod:`pace_nb.analysis.tables`). Causes and the papers' own numbers only — never ours.
 """
 from __future__ import annotations
 
-#: Causes of the remaining gaps to the PACE paper's baseline rows (DESIGN §12); no numbers of ours here.
+#: Causes of the remaining gaps to the PACE paper's baseline rows (docs/DESIGN.md §12); no numbers of ours here.
 PACE_BASELINE_NOTES: tuple[str, ...] = (
     "FedNova: full-batch local training with equal epochs gives every client the same ‖a_k‖₁, so FedNova = "
     "FedAvg exactly; the paper's FedNova (Cora 29.84 acc / 14.15 W-F1, Computers 37.13 / 20.54) is "

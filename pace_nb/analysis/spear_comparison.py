@@ -4,7 +4,7 @@ scored on the complete graph; ``params.evaluation`` starts with "complete_graph"
 
 The text of SPEAR quotes two Tab. 3 numbers (paper values ``table="cost"``): 18.8 KB for SPEAR
 on CiteSeer (read as per client) and 7246 MB for FedAvg (a width-256 GCN: our variant
-``hidden256``). Every other cell shows ours beside "–". Units: KiB and MiB (DESIGN §12).
+``hidden256``). Every other cell shows ours beside "–". Units: KiB and MiB (docs/DESIGN.md §12).
 """
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ class TableDef:
     title: str
     row: Callable[[pd.Series], str]
     col: Callable[[pd.Series], str]
-    notes: tuple[str, ...] = ()  # one line per remaining gap and its cause (DESIGN §12), printed under the table
+    notes: tuple[str, ...] = ()  # one line per remaining gap and its cause (docs/DESIGN.md §12), printed under the table
 
 
 _ROBUST_COLS = {"edge_noise": "edges ρ=0.5", "feature_noise": "features η=0.5"}

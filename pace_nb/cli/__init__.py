@@ -1,7 +1,10 @@
-"""``pace-nb``: the scriptable face of pace_nb (DESIGN §11).
+"""``pace-nb``: the scriptable face of pace_nb (docs/DESIGN.md §11).
 
 Each subcommand lives in ``pace_nb/cli/commands/<name>.py`` and exposes ``register(sub)``
-(adds its parser, sets ``func=run``); list it in :data:`COMMANDS`.
+(adds its parser, sets ``func=run`` and optionally ``interrupted=fn(args) -> str``, the line
+printed on Ctrl-C saying what was kept); list it in :data:`COMMANDS`. Command modules import
+only the standard library and light ``pace_nb.core`` modules at the top: torch, PyG and pandas
+are imported inside ``run``, so ``--help``, argument errors and ``pace-nb datasets`` start fast.
 """
 from __future__ import annotations
 
@@ -52,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pace-nb: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("pace-nb: interrupted; finished results are saved, rerun to resume", file=sys.stderr)
+        note = getattr(args, "interrupted", None)
+        print(f"pace-nb: {note(args) if note else 'interrupted'}", file=sys.stderr)
         return 130
 
 

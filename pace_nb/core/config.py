@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, TypeVar
+from typing import TYPE_CHECKING, Iterable, TypeVar
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a device is resolved (start-up stays light)
+    import torch
 
 T = TypeVar("T")
 
@@ -23,6 +24,8 @@ def model_seed(run_seed: int, client: int) -> int:
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     """``"auto"`` → CUDA when available, else CPU; ``cpu``, ``cuda``, ``cuda:i`` (an existing GPU),
     ``mps`` (when available). Anything else is a :class:`~pace_nb.core.errors.ConfigError`."""
+    import torch
+
     from pace_nb.core.errors import ConfigError
 
     if device is None or str(device) == "auto":
@@ -147,3 +150,39 @@ def read_results_dir(path: str | os.PathLike | None = None) -> tuple[Path, bool]
     if not holds_cells(user) and shipped is not None and holds_cells(shipped):
         return shipped, True
     return user, False
+
+
+def count_cells(p: str | os.PathLike | None) -> int:
+    """Committed cells (manifests) of the results store at ``p`` (0 when absent)."""
+    cells = Path(p) / "cells" if p else None
+    return sum(1 for _ in cells.glob("*.json")) if cells is not None and cells.is_dir() else 0
+
+
+def is_shipped_store(p: str | os.PathLike | None) -> bool:
+    """True when ``p`` is the shipped, versioned store ``<repo>/results``."""
+    shipped = shipped_results_dir()
+    return bool(p) and shipped is not None and Path(p).resolve() == shipped.resolve()
+
+
+def user_store_in_use(path: str | os.PathLike | None = None) -> Path | None:
+    """The store other than the shipped one that readers would use (``path``, ``$PACE_NB_RESULTS``,
+    or ``data/results`` holding cells or figure data), or None when only the shipped store is read."""
+    if path or os.environ.get("PACE_NB_RESULTS"):
+        p = user_results_dir(path)
+        return None if is_shipped_store(p) else p
+    user = _default_dir("results")
+    art = user / "artifacts"
+    return user if holds_cells(user) or (art.is_dir() and any(art.iterdir())) else None
+
+
+def store_note(path: str | os.PathLike | None = None) -> str:
+    """One line for readers: which store is read, and whether it hides the shipped one."""
+    root, _ = read_results_dir(path)
+    shipped = shipped_results_dir()
+    if is_shipped_store(root):
+        return f"results: the shipped store {root} ({count_cells(root)} cells)"
+    line = f"results: {root} ({count_cells(root)} cells)"
+    if shipped is not None and holds_cells(shipped):
+        line += (f"; the shipped store {shipped} ({count_cells(shipped)} cells) is NOT read "
+                 f"(pass --results {shipped} to read it)")
+    return line

@@ -78,7 +78,8 @@ def _probe(folder: Path, what: str, target: Path) -> None:
 
 
 def check_output_file(path, what: str = "output file") -> Path:
-    """An output FILE that can be written: not a folder, its folder writable (or creatable).
+    """An output FILE that can be written: not a folder, in an existing writable folder (no
+    folder is created for a file).
 
     Commands call this before computing, so a bad ``--json`` target loses no work."""
     from pace_nb.core.errors import ConfigError
@@ -88,7 +89,10 @@ def check_output_file(path, what: str = "output file") -> Path:
         raise ConfigError(f"{what} {path} is a folder; give a file name (e.g. {path / 'out.json'})")
     if path.exists() and not path.is_file():
         raise ConfigError(f"{what} {path} is not a regular file")
-    _probe(path.parent, what, path)
+    parent = path.parent
+    _probe(parent, what, path)
+    if not parent.is_dir():
+        raise ConfigError(f"{what} {path}: folder {parent} does not exist (create it first)")
     return path
 
 

@@ -1,4 +1,4 @@
-"""Datasets (DESIGN §3): registry, data roots, offline PyG loading, the ``demo`` SBM graph.
+"""Datasets (docs/DESIGN.md §3): registry, data roots, offline PyG loading, the ``demo`` SBM graph.
 
 Raw files live read-only under ``<data root>/<Folder>/raw``; the data root must be trusted
 (Planetoid's raw files are Python pickles by format). PyG builds a graph from them inside a
@@ -16,17 +16,17 @@ import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pandas as pd
-import torch
-from torch_geometric.data import Data
-from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
 from pace_nb.core.errors import ConfigError, DataCorruptionError, MissingDataError, PaceNBError
 from pace_nb.data import graph_cache
 from pace_nb.core.registry import Registry
+
+if TYPE_CHECKING:  # torch and PyG are imported where graphs are built: `pace-nb datasets` needs neither
+    from torch_geometric.data import Data
 
 _PLANETOID_EXT = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 _WEBKB_SPLITS = tuple(f"_split_0.6_0.2_{i}.npz" for i in range(10))
@@ -61,7 +61,7 @@ def _webkb(name: str) -> DatasetSpec:
     return DatasetSpec(name, low, "webkb", files)
 
 
-#: Canonical name → spec (case-insensitive lookups). Split ratios: train/val/test inside each client (DESIGN §4).
+#: Canonical name → spec (case-insensitive lookups). Split ratios: train/val/test inside each client (docs/DESIGN.md §4).
 DATASETS: Registry = Registry("dataset")
 for _spec in [
     _planetoid("Cora"), _planetoid("CiteSeer"), _planetoid("PubMed"),
@@ -150,6 +150,8 @@ def _mirror(spec: DatasetSpec, src: Path, base: Path) -> Path:
 def validate_graph(data, where: str = "graph", num_classes: int | None = None) -> None:
     """A usable node-classification graph: finite 2-D features, an integer ``[2, E]`` edge list
     with ids in ``[0, N)``, integer labels in ``[0, C)`` one per node. Else :class:`ConfigError`."""
+    import torch
+
     x, ei, y = getattr(data, "x", None), getattr(data, "edge_index", None), getattr(data, "y", None)
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] == 0:
         raise ConfigError(f"{where}: x must be a 2-D feature tensor [N, F] with N >= 1")
@@ -180,6 +182,9 @@ def validate_graph(data, where: str = "graph", num_classes: int | None = None) -
 
 def _finish(data: Data, spec: DatasetSpec, num_classes: int | None = None, undirected: bool = True) -> Data:
     """Common contract: float32 x, long y, undirected coalesced edges, no self loops."""
+    from torch_geometric.data import Data
+    from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
+
     validate_graph(data, f"dataset {spec.name}", num_classes)
     n = int(data.x.shape[0])
     ei = data.edge_index.long()
@@ -226,8 +231,12 @@ def _load_ogb(spec: DatasetSpec, root: Path) -> Data:
 
     ``PygNodePropPredDataset`` is avoided: it may prompt interactively and unpickles.
     """
-    from ogb.io.read_graph_raw import read_csv_graph_raw
+    import torch
+    from torch_geometric.data import Data
 
+    from pace_nb.core.extras import require
+
+    read_csv_graph_raw = require("ogb.io.read_graph_raw", "ogb", "the ogbn-arxiv loader").read_csv_graph_raw
     d = _require_raw(spec, root)
     graph = _quiet(lambda: read_csv_graph_raw(str(d)))[0]
     y = pd.read_csv(d / "node-label.csv.gz", compression="gzip", header=None).values[:, 0]
@@ -254,6 +263,9 @@ def _from_raw(spec: DatasetSpec, root: Path) -> Data:
 
 
 def _load_uncached(name: str, root: str, cache: bool) -> Data:
+    import torch
+    from torch_geometric.data import Data
+
     spec = DATASETS[name]
     if spec.family == "demo":
         return make_demo()
@@ -338,11 +350,14 @@ class DemoConfig:
 
 
 def make_demo(seed: int = 0, config: DemoConfig | None = None) -> Data:
-    """The embedded ``demo`` graph (DESIGN §3): SBM communities + class-correlated sparse binary features.
+    """The embedded ``demo`` graph (docs/DESIGN.md §3): SBM communities + class-correlated sparse binary features.
 
     Community c has dominant class ``c mod C``; each node keeps it with prob ``purity``
     (else a uniform class), so structure helps but does not give the labels away.
     """
+    import torch
+    from torch_geometric.data import Data
+
     cfg = config or DemoConfig()
     if cfg.num_nodes < 2 * cfg.num_communities or cfg.num_communities < cfg.num_classes:
         raise ConfigError("demo graph needs >= 2 nodes per community and >= 1 community per class")

@@ -1,4 +1,4 @@
-"""Federated graphs: client subgraphs, local→global maps, masks, partition cache (DESIGN §4).
+"""Federated graphs: client subgraphs, local→global maps, masks, partition cache (docs/DESIGN.md §4).
 
 ``build_federated`` = partition (``pace_nb.data.partition``) + induced client subgraphs +
 stratified train/val/test masks, cached on disk (NPZ + JSON with a sha256 checksum, never
@@ -283,7 +283,7 @@ def build_federated(dataset, scheme: str = "louvain", num_clients: int = 10, see
                     data_root: str | os.PathLike | None = None, cache: bool = True, resolution: float = 1.0,
                     delta: int = 20, beta: float | None = None, ratios=None,
                     fallback: str = "openfgl") -> FederatedGraph:
-    """Split a dataset (name or PyG ``Data``) among ``num_clients`` clients (DESIGN §4).
+    """Split a dataset (name or PyG ``Data``) among ``num_clients`` clients (docs/DESIGN.md §4).
 
     Partition and masks are seeded by ``seed`` (the data seed): the same arguments give
     bit-identical clients. ``beta`` is required for (and only for) ``scheme="dirichlet"``;

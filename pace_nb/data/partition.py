@@ -1,4 +1,4 @@
-"""Node partitions among K clients (DESIGN §4): Louvain (OpenFGL-exact), METIS, Dirichlet.
+"""Node partitions among K clients (docs/DESIGN.md §4): Louvain (OpenFGL-exact), METIS, Dirichlet.
 
 Pure functions: each returns ``list[np.ndarray]`` — client k's sorted global node ids,
 clients in OpenFGL's order.

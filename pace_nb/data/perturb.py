@@ -2,7 +2,7 @@
 
 SPEAR's "mixed edge addition/deletion ρ" and "random zero-masking η" are OpenFGL's
 ``random_topology_noise`` / ``random_feature_sparsity``, applied to the **clients' local
-data only**; the complete graph used for evaluation stays clean (DESIGN §12). That is
+data only**; the complete graph used for evaluation stays clean (docs/DESIGN.md §12). That is
 ``scope="clients"`` (default of :func:`perturb_federated`):
 
 * **Edges of client k, ρ.** With E_k its undirected edges and m = round(ρ·|E_k|): m edges

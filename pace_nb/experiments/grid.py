@@ -245,7 +245,7 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
         opts = {k: sp[k] for k in sorted(config_keys(SpearConfig) | {"robustness", "rho", "eta", "scope", "efficiency", "rounds",
                                                                       "run_seed", "local_epochs", "method_params", "train"})
                 if k in sp}
-        if opts.get("robustness"):  # the perturbation scope is part of the cell (DESIGN §12)
+        if opts.get("robustness"):  # the perturbation scope is part of the cell (docs/DESIGN.md §12)
             opts["scope"] = _name(cfg, "perturbation scope", opts.get("scope", "clients"), ("clients", "global"), "scope")
         try:
             SpearConfig(**{k: opts[k] for k in config_keys(SpearConfig) if k in opts})

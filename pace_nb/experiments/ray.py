@@ -1,4 +1,4 @@
-"""Ray scale-out of the experiment grid (DESIGN §8, §11): one Ray task per grid cell.
+"""Ray scale-out of the experiment grid (docs/DESIGN.md §8, §11): one Ray task per grid cell.
 
 The results store stays the single source of truth.  Workers only *compute*: a task runs
 one cell and returns its rows; the driver writes them (``store.append`` inside

@@ -1,4 +1,4 @@
-"""The one-shot protocol runner (DESIGN §2, §5, §6): build the federation, train Local once, run every method.
+"""The one-shot protocol runner (docs/DESIGN.md §2, §5, §6): build the federation, train Local once, run every method.
 
 A *method* (registered in :data:`pace_nb.methods.registry.METHODS`) is a function
 

@@ -1,4 +1,4 @@
-"""GCN parameters as plain tensor dicts (DESIGN §5 "Local").
+"""GCN parameters as plain tensor dicts (docs/DESIGN.md §5 "Local").
 
 A model is a ``dict[str, Tensor]`` ("Params") in PyG ``GCNConv`` layout:
 ``conv1.weight [H, F]``, ``conv1.bias [H]``, ``conv2.weight [C, H]``, ``conv2.bias [C]``,
@@ -150,7 +150,7 @@ def num_params_bytes(params: Params) -> int:
     return 4 * sum(int(v.numel()) for v in params.values())
 
 
-# ---- batched GCNs: B models on their clients' graphs in one block-diagonal layout (DESIGN §10) ----------
+# ---- batched GCNs: B models on their clients' graphs in one block-diagonal layout (docs/DESIGN.md §10) ----------
 def csr_mm(a: Tensor, d: Tensor) -> Tensor:
     """``a @ d`` for a sparse CSR ``a`` as one ``embedding_bag`` (weighted row sums of ``d``).
 

@@ -1,4 +1,4 @@
-"""Local training of many GCNs at once (DESIGN §5 "Local", §10 "Speed").
+"""Local training of many GCNs at once (docs/DESIGN.md §5 "Local", §10 "Speed").
 
 ``train_models`` trains B independent 2-layer GCNs (clients × seeds as a batch axis) with
 ONE loss = Σ_b mean-CE_b (+ an optional ``extra_loss``) and ONE ``torch.optim.Adam`` step.
@@ -6,7 +6,7 @@ Adam and its weight decay are elementwise, so every model follows exactly the tr
 would follow alone; dropout masks come from one generator per model, so results do not
 depend on how models are grouped into batches (chunks).
 
-Speed (DESIGN §10): all models of a chunk share one padded, block-diagonal layout
+Speed (docs/DESIGN.md §10): all models of a chunk share one padded, block-diagonal layout
 (:func:`pace_nb.nn.gcn.batch_graphs`): layer 1 is ONE sparse product of the block-diagonal
 features with the stacked weights (``embedding_bag``; dense ``bmm`` for dense features), both
 propagations are one block-diagonal sparse product each, layer 2 is one ``bmm``, and the
@@ -374,7 +374,7 @@ class LocalModels:
 
 def train_local(fg: FederatedGraph, seeds: Sequence[int] = PAPER_SEEDS, config: TrainConfig = TrainConfig(), *,
                 device="auto", extra_loss=None, record: bool = False, progress: bool = True) -> LocalModels:
-    """Train every client's local GCN for every run seed (DESIGN §5 "Local"): W0 =
+    """Train every client's local GCN for every run seed (docs/DESIGN.md §5 "Local"): W0 =
     ``init_params(F, C, H, seed)`` shared by the clients of a seed; dropout seed
     ``config.model_seed(seed, k)``."""
     seeds = check_seeds(seeds)

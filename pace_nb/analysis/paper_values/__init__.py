@@ -1,4 +1,4 @@
-"""The papers' reported numbers as tidy package data (typed in from /shared/papers).
+"""The papers' reported numbers as tidy package data (typed in from the papers).
 
 One CSV per paper: ``pace_tables.csv`` (PACE Tables 1-12, generated from the paper text by
 :mod:`pace_nb.analysis.paper_values.extract`) and ``spear_tables.csv`` (the numbers SPEAR's text

@@ -7,6 +7,10 @@ store) are unchanged since its last successful run is skipped; ``--force`` rerun
 present) with two seeds and small sweeps: minutes, not hours; its figures go to the
 git-ignored ``figures/quick/`` (never over the committed gallery) unless ``--out`` is given.
 
+The committed gallery ``figures/`` is drawn from the shipped store ``results/`` only: when
+another store is read (``--results``, ``$PACE_NB_RESULTS``, or your ``data/results`` holding cells
+or figure data), figures go to the git-ignored ``figures/own/`` unless ``--out`` is given.
+
 Figure data: what a notebook plots after training (curves, spectra, α paths, UMAP coordinates,
 its own rows) is stored in the results store's ``artifacts/`` and read on the next run, so with
 the shipped store ``pace-nb figures`` replots the gallery without training; ``--recompute``
@@ -17,7 +21,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-import pandas as pd
+
+#: what executing notebooks needs (the ``notebooks`` extra)
+NOTEBOOK_MODULES = ("papermill", "nbformat", "ipykernel", "jupyter_client")
 
 
 def register(sub) -> None:
@@ -35,23 +41,36 @@ def register(sub) -> None:
                    help="compute every notebook's figure data afresh (training included) instead of reading it "
                         "from the results store; implies --force")
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="figures folder (default <repo>/figures; with --quick <repo>/figures/quick)")
+                   help="figures folder (default <repo>/figures from the shipped store, <repo>/figures/own from "
+                        "any other store; with --quick <repo>/figures/quick)")
     p.add_argument("--build", default=None, metavar="DIR", help="executed notebooks (default notebooks/_build)")
     p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA, else ./data)")
     p.add_argument("--results", default=None, metavar="DIR", help="results store (default $PACE_NB_RESULTS, else data/results when it holds "
                    "cells, else the shipped results/)")
     p.add_argument("--timeout", type=int, default=900, help="per-cell timeout in seconds (default 900)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the run table as JSON")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupted=lambda args: "interrupted; notebooks that finished are kept and a "
+                   "rerun skips them; the interrupted notebook reruns")
 
 
 def run(args) -> int:
+    import pandas as pd
+
+    from pace_nb.core.config import store_note, user_store_in_use
+    from pace_nb.core.extras import check_installed
     from pace_nb.core.io import atomic_write_json, check_output_dir, check_output_file
     from pace_nb.data.datasets import canonical_name
     from pace_nb.notebooks import default_figures_dir, run_notebooks
 
+    check_installed(NOTEBOOK_MODULES, "notebooks", "pace-nb figures")
     datasets = [canonical_name(d) for d in args.dataset] if args.dataset else None  # names only, no paths
     figures_dir = args.out or (str(default_figures_dir() / "quick") if args.quick else None)
+    print(store_note(args.results), file=sys.stderr)
+    other = user_store_in_use(args.results)
+    if figures_dir is None and other is not None:  # the committed gallery comes from the shipped store only
+        figures_dir = str(default_figures_dir() / "own")
+        print(f"note: reading {other}, not only the shipped store: figures go to {figures_dir} "
+              f"(the committed gallery is drawn from the shipped store; --out DIR overrides)", file=sys.stderr)
     for folder, what in ((figures_dir, "--out"), (args.build, "--build")):
         if folder:
             check_output_dir(folder, what)

@@ -34,7 +34,8 @@ def register(sub) -> None:
                         "runtime; 'auto', HOST:PORT or ray://HOST:PORT = join a running cluster (docs/RAY.md)")
     p.add_argument("--ray-workers", type=int, default=None, metavar="N",
                    help="with --ray: CPUs of the local runtime / cells in flight on a cluster (default: all)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupted=lambda args: "interrupted; every finished cell is saved in the results "
+                   "store, rerun the same command to resume")
 
 
 def run(args) -> int:

@@ -4,16 +4,13 @@ from __future__ import annotations
 import argparse
 
 from pace_nb.core.config import DATA_SEED
-from pace_nb.data.federation import build_federated
-from pace_nb.core.io import atomic_write_json
-from pace_nb.data.partition import SCHEMES
 
 
 def register(sub) -> None:
     p = sub.add_parser("partition", help="split a dataset among K clients; --json writes node ids and masks",
                        description=__doc__)
     p.add_argument("--dataset", default="demo", help="dataset name (see `pace-nb datasets`; default demo)")
-    p.add_argument("--scheme", default="louvain", help=f"partition scheme: {' | '.join(SCHEMES)} (default louvain)")
+    p.add_argument("--scheme", default="louvain", help="partition scheme: louvain | metis | dirichlet (default louvain)")
     p.add_argument("--clients", type=int, default=10, help="number of clients K (default 10)")
     p.add_argument("--beta", type=float, default=None, help="Dirichlet concentration (dirichlet scheme only)")
     p.add_argument("--seed", type=int, default=DATA_SEED, help=f"data seed for partition and masks (default {DATA_SEED})")
@@ -27,7 +24,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pace_nb.core.io import check_output_file
+    from pace_nb.core.io import atomic_write_json, check_output_file
+    from pace_nb.data.federation import build_federated
 
     if args.json:
         check_output_file(args.json, "--json")

@@ -5,10 +5,15 @@ per-table agreement summary (share of entries within 1 / 2 / 5 points; entries o
 than 2 points with the footnote cause when one exists), settings "not run" marked as such, the
 wall time of each shipped config, and where the time goes per method. The output has no time
 stamps: the same store gives the same file (``--check`` compares instead of writing).
+
+The committed REPRODUCTION.md is the report of the shipped store ``results/``: without ``--out``
+the shipped store is read (whatever your own ``data/results`` holds), and ``--check`` compares
+the committed file with it. To report on another store give both: ``--results DIR --out FILE``.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -17,9 +22,10 @@ def register(sub) -> None:
     p = sub.add_parser("report", help="write REPRODUCTION.md (every table, agreement summary) from the results store",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default=None, metavar="DIR",
-                   help="results store (default $PACE_NB_RESULTS, else data/results when it holds cells, "
-                        "else the shipped results/)")
-    p.add_argument("--out", default=None, metavar="FILE", help="output file (default <repo>/REPRODUCTION.md)")
+                   help="results store (default: the shipped results/ for the committed REPRODUCTION.md; with "
+                        "--out: $PACE_NB_RESULTS, else data/results when it holds cells, else results/)")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="output file (default <repo>/REPRODUCTION.md, made from the shipped store only)")
     p.add_argument("--configs", default=None, metavar="DIR",
                    help="grid configs whose cells and wall time are reported (default <repo>/configs)")
     p.add_argument("--store-readme", action="store_true",
@@ -30,12 +36,33 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _store(args, committed: bool):
+    """The store to report: for the committed REPRODUCTION.md only the shipped one."""
+    from pace_nb.core.config import shipped_results_dir, store_note, user_store_in_use
+    from pace_nb.core.errors import ConfigError
+    from pace_nb.experiments.store import ResultsStore
+
+    if not committed:
+        print(store_note(args.results), file=sys.stderr)
+        return ResultsStore.for_reading(args.results, must_exist=True)
+    shipped = shipped_results_dir()
+    if shipped is None:
+        raise ConfigError("no shipped results store (results/) in this checkout; pass --results DIR --out FILE")
+    other = user_store_in_use(args.results)
+    if other is not None and (args.results or os.environ.get("PACE_NB_RESULTS")):
+        raise ConfigError(f"REPRODUCTION.md is the report of the shipped store {shipped} only; to report on "
+                          f"{other} pass --out FILE as well (e.g. --out {other / 'REPRODUCTION.md'})")
+    if other is not None:
+        print(f"note: REPRODUCTION.md reports the shipped store {shipped}; your store {other} is not in it "
+              f"(pace-nb report --results {other} --out FILE)", file=sys.stderr)
+    return ResultsStore.for_reading(str(shipped), must_exist=True)
+
+
 def run(args) -> int:
     from pace_nb.analysis.report import report_from_store
     from pace_nb.core.config import repo_root
     from pace_nb.core.errors import ConfigError
     from pace_nb.core.io import atomic_write_text, check_output_file
-    from pace_nb.experiments.store import ResultsStore
 
     root = repo_root()
     if args.out is None and root is None:
@@ -47,7 +74,7 @@ def run(args) -> int:
     if configs_dir is not None and not configs_dir.is_dir():
         raise ConfigError(f"--configs {configs_dir} is not a folder")
     paths = sorted(configs_dir.glob("*.toml")) if configs_dir is not None else []
-    store = ResultsStore.for_reading(args.results, must_exist=True)
+    store = _store(args, committed=args.out is None)
     text = report_from_store(store, paths)
     outputs = [(out, text)]
     if args.store_readme:
@@ -59,7 +86,8 @@ def run(args) -> int:
         for p, _ in outputs:
             print(f"{p}: {'differs from the store ' + str(store.root) if p in stale else 'up to date'}")
         if stale:
-            print(f"pace-nb: {', '.join(map(str, stale))} stale; run `pace-nb report` to regenerate", file=sys.stderr)
+            print(f"pace-nb: {', '.join(map(str, stale))} stale; run the same command without --check to "
+                  "regenerate it", file=sys.stderr)
         return 1 if stale else 0
     for p, t in outputs:
         atomic_write_text(p, t)

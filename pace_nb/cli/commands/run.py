@@ -1,4 +1,4 @@
-"""``pace-nb run``: the one-shot protocol(s) on one dataset (DESIGN §11).
+"""``pace-nb run``: the one-shot protocol(s) on one dataset (docs/DESIGN.md §11).
 
 Prints one summary line per method/variant/rank (mean ± sample std over seeds of the pooled
 scores, percent); ``--json F`` writes ``{"summary": [...], "receivers": [...], "config": {...}}``.
@@ -12,23 +12,15 @@ import argparse
 import math
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from pace_nb.cli.options import add_seeds, int_list, interrupted_note
 from pace_nb.core.config import DATA_SEED, PAPER_SEEDS
-from pace_nb.core.errors import ConfigError
+from pace_nb.core.errors import ConfigError, unknown
 from pace_nb.core.validation import check_clients, check_names, check_ranks, check_seed, check_seeds
 
-
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in str(text).replace(" ", ",").split(",") if t.strip()]
-
-
-def _ints(text: str, what: str) -> list[int]:
-    try:
-        return [int(t) for t in _csv(text)]
-    except ValueError:
-        raise ConfigError(f"--{what} takes integers separated by commas, got {text!r}") from None
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _ranks(text: str) -> list[int]:
@@ -47,8 +39,7 @@ def register(sub) -> None:
     p.add_argument("--partition", default="louvain", help="louvain | metis | dirichlet (default louvain)")
     p.add_argument("--clients", type=int, default=10, help="number of clients K (default 10)")
     p.add_argument("--beta", type=float, default=None, help="Dirichlet concentration (dirichlet partition only)")
-    p.add_argument("--seeds", default=",".join(map(str, PAPER_SEEDS)),
-                   help="run seeds, comma separated (default: the paper's five)")
+    add_seeds(p, PAPER_SEEDS, "run seeds (initialization, dropout)")
     p.add_argument("--data-seed", type=int, default=DATA_SEED, help=f"partition/mask seed (default {DATA_SEED})")
     p.add_argument("--rank", default="6", help="carrier rank(s), e.g. 6 or 2,4,6,8,dense (default 6)")
     p.add_argument("--methods", default="local,pace", help="comma-separated methods (default local,pace)")
@@ -60,7 +51,7 @@ def register(sub) -> None:
     p.add_argument("--results", default=None, metavar="DIR", help="same as --store DIR")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--json", default=None, metavar="FILE", help="write summary/receivers/config as JSON")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupted=lambda args: interrupted_note(None))
 
 
 def _clean(value):
@@ -84,6 +75,8 @@ def _fmt(mean, std=None, digits: int = 2) -> str:
 
 
 def format_summary(summary: pd.DataFrame) -> str:
+    import pandas as pd
+
     """Readable table of :func:`pace_nb.analysis.summary.summarize` output."""
     table = pd.DataFrame({
         "method": summary["method"], "variant": summary["variant"],
@@ -109,11 +102,12 @@ def run(args) -> int:
     from pace_nb.core.io import check_output_dir, check_output_file
     from pace_nb.nn.training import TrainConfig
 
-    seeds = list(check_seeds(_ints(args.seeds, "seeds"), "--seeds"))
+    seeds = list(check_seeds(int_list(args.seeds, "--seeds"), "--seeds"))
     check_seed(args.data_seed, "--data-seed")
     ranks = _ranks(args.rank)
     methods = list(check_names(str(args.methods).split(","), "--methods"))
     variants = list(check_names(str(args.variants).split(","), "--variants"))
+    _check_known(methods, variants)
     check_clients(args.clients, "--clients")
     resolve_device(args.device)
     if args.store and args.results and args.store != args.results:
@@ -153,6 +147,19 @@ def run(args) -> int:
         atomic_write_json(Path(args.json), payload, allow_nan=False)
         print(f"wrote {args.json}")
     return 0
+
+
+def _check_known(methods: list[str], variants: list[str]) -> None:
+    """Unknown method or PACE variant names fail here, before any training."""
+    from pace_nb.methods.pace.protocol import VARIANTS
+    from pace_nb.methods.registry import METHODS
+
+    for m in methods:
+        METHODS.key(m)
+    known = {v.lower() for v in VARIANTS}
+    for v in variants:
+        if v.lower() not in known:
+            raise unknown("PACE variant", v, VARIANTS)
 
 
 def _store(rows: pd.DataFrame, path, config: dict):

@@ -2,28 +2,32 @@
 
 SPEAR has no trainable parameters, so its only randomness is the **data seed**: each seed
 gives another Dirichlet partition and other train/val/test masks. ``--seeds`` are data
-seeds (default 2024 2025 2026); mean ± std (population std, ddof = 0) are over them.
+seeds (comma separated; default 2024,2025,2026); mean ± sample std (ddof = 1) are over them.
+``--methods`` runs SPEAR's comparison (its Tab. 1/3) instead: SPEAR beside the trained
+baselines, each scored by the server's global model on the complete graph.
+
+One data seed is one cell, the same cell as a ``[[spear]]`` section of a grid config with
+``seed_batch = 1`` (configs/spear_comparison.toml for ``--methods all``). With ``--store DIR``
+every finished data seed is written to that results store when it finishes, and a rerun of
+the same command reads it instead of computing it again (resume after Ctrl-C). Without
+``--store`` nothing is written.
 """
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from pace_nb.cli.options import add_seeds, int_list, interrupted_note, split_list
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.validation import check_clients, check_seeds
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 DEFAULT_SEEDS = (2024, 2025, 2026)
-
-
-def _seeds(values: list[str]) -> list[int]:
-    try:
-        out = [int(s) for v in values for s in str(v).split(",") if s.strip()]
-    except ValueError as exc:
-        raise ConfigError(f"--seeds takes integers (space or comma separated): {exc}") from None
-    if not out:
-        raise ConfigError("--seeds needs at least one seed")
-    return list(check_seeds(out, "--seeds"))
+ABLATION = ("full", "no_shrinkage", "no_ppr", "no_both")
 
 
 def register(sub) -> None:
@@ -32,11 +36,10 @@ def register(sub) -> None:
     p.add_argument("--dataset", default="demo", help="dataset name (default: the embedded demo graph)")
     p.add_argument("--beta", type=float, default=0.05, help="Dirichlet label-skew concentration (default 0.05)")
     p.add_argument("--clients", type=int, default=10, help="number of clients K (default 10)")
-    p.add_argument("--seeds", nargs="+", default=[str(s) for s in DEFAULT_SEEDS],
-                   help="data seeds: partition + masks (default 2024 2025 2026)")
-    p.add_argument("--T", type=int, default=2, help="PPR steps (default 2)")
-    p.add_argument("--a", type=float, default=0.5, help="PPR propagation weight a in [0, 1) (default 0.5)")
-    p.add_argument("--gamma", type=float, default=0.1, help="shrinkage variance ratio gamma (default 0.1)")
+    add_seeds(p, DEFAULT_SEEDS, "data seeds: partition + masks")
+    p.add_argument("--T", type=int, default=None, help="PPR steps (default 2)")
+    p.add_argument("--a", type=float, default=None, help="PPR propagation weight a in [0, 1) (default 0.5)")
+    p.add_argument("--gamma", type=float, default=None, help="shrinkage variance ratio gamma (default 0.1)")
     p.add_argument("--ablation", action=argparse.BooleanOptionalAction, default=True,
                    help="also run w/o shrinkage, w/o PPR, w/o both (default on)")
     p.add_argument("--methods", default=None,
@@ -46,96 +49,133 @@ def register(sub) -> None:
     p.add_argument("--run-seed", type=int, default=None,
                    help="run seed of trained methods: initialization, dropout, sampling (default: first paper seed)")
     p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA, else ./data)")
+    p.add_argument("--store", default=None, metavar="DIR",
+                   help="write each finished data seed to the results store DIR; a rerun resumes from it")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--json", default=None, metavar="FILE", help="write summary + per-seed rows as JSON")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupted=_interrupted)
+
+
+def _interrupted(args) -> str:
+    if getattr(args, "store", None):
+        return interrupted_note(f"finished data seeds are in the store {args.store}; rerun the same command to resume")
+    return interrupted_note(None) + " (pass --store DIR to keep finished data seeds)"
 
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:
-    """Mean ± population std of acc over data seeds, one row per method × variant (table order kept)."""
+    """Mean ± sample std (ddof = 1) of acc over data seeds, one row per method × variant (table order kept)."""
+    import pandas as pd
+
     g = rows.groupby(["method", "variant"], sort=False)["acc"]
-    out = pd.DataFrame({"acc_mean": g.mean(), "acc_std": g.std(ddof=0), "n_seeds": g.size()}).reset_index()
+    out = pd.DataFrame({"acc_mean": g.mean(), "acc_std": g.std(ddof=1), "n_seeds": g.size()}).reset_index()
     labels = rows.drop_duplicates("variant").set_index("variant")["label"]
     out.insert(2, "label", out["variant"].map(labels))
     return out
 
 
-def _records(frame: pd.DataFrame) -> list[dict]:
-    """JSON-safe records (NaN → null)."""
-    return frame.astype(object).where(pd.notna(frame), None).to_dict("records")
-
-
 def comparison_summary(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per method (table order kept): acc mean ± population std over data seeds, mean upload per
-    client (KiB), mean total communication (MiB, upload + return), mean wall time (s)."""
+    """Per method (table order kept): acc mean ± sample std (ddof = 1) over data seeds, mean upload
+    per client (KiB), mean total communication (MiB, upload + return), mean wall time (s)."""
+    import pandas as pd
+
     per_client = rows["bytes_up"] / rows["num_clients"]
     frame = rows.assign(kib_client=per_client / 1024, mib_total=(rows["bytes_up"] + rows["bytes_down"]) / 2**20)
     g = frame.groupby("method", sort=False)
-    return pd.DataFrame({"acc_mean": g["acc"].mean(), "acc_std": g["acc"].std(ddof=0), "kib_client": g["kib_client"].mean(),
+    return pd.DataFrame({"acc_mean": g["acc"].mean(), "acc_std": g["acc"].std(ddof=1), "kib_client": g["kib_client"].mean(),
                          "mib_total": g["mib_total"].mean(), "seconds": g["seconds"].mean(),
                          "n_seeds": g.size()}).reset_index()
 
 
-def _run_comparison(args) -> int:
-    from pace_nb.core.config import PAPER_SEEDS
-    from pace_nb.core.io import atomic_write_json
-    from pace_nb.methods.oneshot.compare import run_comparison
-    from pace_nb.methods.registry import spear_comparison
-    from pace_nb.methods.spear import analysis as sa
-    from pace_nb.methods.spear.core import SpearConfig
+def _records(frame: pd.DataFrame) -> list[dict]:
+    """JSON-safe records (NaN → null)."""
+    import pandas as pd
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    methods = list(spear_comparison()) if methods == ["all"] else methods
-    if args.rounds < 1:
-        raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
-    run_seed = PAPER_SEEDS[0] if args.run_seed is None else args.run_seed
-    config = SpearConfig(T=args.T, a=args.a, gamma=args.gamma)
-    frames = []
-    for seed in _seeds(args.seeds):
-        fg = sa.federation(args.dataset, beta=args.beta, num_clients=args.clients, seed=seed, data_root=args.data_root)
-        frames.append(run_comparison(fg, methods, rounds=args.rounds, run_seed=run_seed, spear_config=config))
-    rows = pd.concat(frames, ignore_index=True)
-    summary = comparison_summary(rows)
-    print(f"SPEAR comparison on {rows['dataset'].iloc[0]}: Dirichlet beta={args.beta}, K={args.clients}, "
-          f"rounds={args.rounds} (multi-round), run seed {run_seed}; data seeds {', '.join(map(str, _seeds(args.seeds)))}")
-    table = summary.assign(acc=[f"{m:6.2f} ± {s:5.2f}" for m, s in zip(summary.acc_mean, summary.acc_std)])
-    print(table[["method", "acc", "kib_client", "mib_total", "seconds", "n_seeds"]].to_string(
-        index=False, float_format=lambda v: f"{v:.2f}"))
-    if args.json:
-        atomic_write_json(args.json, {"config": {**vars(config), "dataset": args.dataset, "beta": args.beta,
-                                                 "clients": args.clients, "seeds": _seeds(args.seeds),
-                                                 "methods": methods, "rounds": args.rounds, "run_seed": run_seed},
-                                      "summary": _records(summary), "rows": _records(rows)})
-    return 0
+    return frame.astype(object).where(pd.notna(frame), None).to_dict("records")
+
+
+def _acc(mean: float, std: float) -> str:
+    return f"{mean:6.2f} ± {std:5.2f}" if std == std else f"{mean:6.2f}"  # one seed: no spread
+
+
+def section(args, seeds: list[int]) -> dict:
+    """The ``[[spear]]`` grid section this command line means (one cell per data seed)."""
+    from pace_nb.core.config import PAPER_SEEDS
+
+    sec = {"name": "pace-nb spear", "datasets": [args.dataset], "beta": args.beta, "clients": args.clients,
+           "seeds": seeds, "seed_batch": 1}
+    sec.update({k: getattr(args, k) for k in ("T", "a", "gamma") if getattr(args, k) is not None})
+    if args.methods:
+        from pace_nb.methods.registry import spear_comparison
+
+        methods = [m.lower() for m in split_list(args.methods)]
+        if not methods:
+            raise ConfigError("--methods needs at least one method name (or 'all')")
+        sec.update(methods=list(spear_comparison()) if methods == ["all"] else methods, variants=["full"],
+                   rounds=args.rounds, run_seed=PAPER_SEEDS[0] if args.run_seed is None else args.run_seed)
+    else:
+        sec["variants"] = list(ABLATION if args.ablation else ABLATION[:1])
+    return sec
+
+
+def _compute(cfg, cells, store, args):
+    """Run the cells into ``store`` (finished ones are read); warnings become one line each."""
+    from pace_nb.experiments.grid import run_grid
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = run_grid(cfg, store, strict=True, data_root=args.data_root, progress=not args.no_progress)
+    counts: dict[str, int] = {}
+    for w in caught:
+        counts[str(w.message)] = counts.get(str(w.message), 0) + 1
+    for msg, n in counts.items():
+        print(f"pace-nb: warning: {msg}" + (f" ({n}×)" if n > 1 else ""), file=sys.stderr)
+    return report
 
 
 def run(args) -> int:
-    if args.methods:
-        return _run_comparison(args)
-    from pace_nb.methods.spear import analysis as sa
-    from pace_nb.core.io import atomic_write_json
-    from pace_nb.methods.spear.core import SpearConfig
+    import tempfile
 
-    from pace_nb.core.io import check_output_file
+    import pandas as pd
 
-    config = SpearConfig(T=args.T, a=args.a, gamma=args.gamma)
-    seeds = _seeds(args.seeds)
+    from pace_nb.core.io import atomic_write_json, check_output_dir, check_output_file
+    from pace_nb.experiments.grid import GridConfig, expand
+    from pace_nb.experiments.store import ResultsStore
+
+    seeds = list(check_seeds(int_list(args.seeds, "--seeds"), "--seeds"))
     check_clients(args.clients, "--clients")
+    if args.rounds < 1:
+        raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
+    sec = section(args, seeds)
+    cfg = GridConfig({"grid": {"name": "pace-nb spear"}, "spear": [sec]}, path="pace-nb spear")
+    try:
+        cells = expand(cfg)  # validates every name and parameter before any work
+    except ConfigError as exc:  # the options are this command's, not a config file's
+        raise type(exc)(str(exc).removeprefix(f"{cfg.path}: ")) from None
     if args.json:
         check_output_file(args.json, "--json")
-    variants = ("full", "no_shrinkage", "no_ppr", "no_both") if args.ablation else ("full",)
-    frames = []
-    for seed in seeds:
-        fg = sa.federation(args.dataset, beta=args.beta, num_clients=args.clients, seed=seed, data_root=args.data_root)
-        frames.append(sa.ablation(fg, config, variants))
-    rows = pd.concat(frames, ignore_index=True)
-    summary = summarize(rows)
-    print(f"SPEAR on {rows['dataset'].iloc[0]}: Dirichlet beta={args.beta}, K={args.clients}, "
-          f"T={config.T}, a={config.a}, gamma={config.gamma}; data seeds {', '.join(map(str, _seeds(args.seeds)))}")
-    table = summary.assign(acc=[f"{m:6.2f} ± {s:5.2f}" for m, s in zip(summary.acc_mean, summary.acc_std)])
-    print(table[["method", "label", "variant", "acc", "n_seeds"]].to_string(index=False))
+    if args.store:
+        check_output_dir(args.store, "--store")
+    with tempfile.TemporaryDirectory(prefix="pace_nb-spear-") as tmp:
+        store = ResultsStore(args.store or tmp)
+        report = _compute(cfg, cells, store, args)
+        rows = pd.concat([store.rows_of(c.key) for c in cells], ignore_index=True)
+    done = report.count("done")
+    if args.store:
+        print(f"store {store.root}: {report.count('ran')} data seed(s) computed, {done} read (already done)")
+    comparison = bool(args.methods)
+    summary = comparison_summary(rows) if comparison else summarize(rows)
+    table = summary.assign(acc=[_acc(m, s) for m, s in zip(summary.acc_mean, summary.acc_std)])
+    opts = f"T={sec.get('T', 2)}, a={sec.get('a', 0.5)}, gamma={sec.get('gamma', 0.1)}"
+    head = (f"SPEAR comparison on {rows['dataset'].iloc[0]}: Dirichlet beta={args.beta}, K={args.clients}, "
+            f"rounds={sec['rounds']} (multi-round), run seed {sec['run_seed']}" if comparison else
+            f"SPEAR on {rows['dataset'].iloc[0]}: Dirichlet beta={args.beta}, K={args.clients}, {opts}")
+    print(f"{head}; data seeds {', '.join(map(str, seeds))} (acc: mean ± sample std over data seeds)")
+    cols = ["method", "acc", "kib_client", "mib_total", "seconds", "n_seeds"] if comparison else \
+        ["method", "label", "variant", "acc", "n_seeds"]
+    print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     if args.json:
-        atomic_write_json(args.json, {"config": {**vars(config), "dataset": args.dataset, "beta": args.beta,
-                                                 "clients": args.clients, "seeds": _seeds(args.seeds)},
-                                      "summary": _records(summary),
-                                      "rows": _records(rows)})
+        config = {k: v for k, v in sec.items() if k not in ("name", "datasets", "seed_batch")}
+        atomic_write_json(args.json, {"config": {"dataset": rows["dataset"].iloc[0], **config, "std": "sample (ddof=1)",
+                                                 "cells": [c.key for c in cells], "store": args.store},
+                                      "summary": _records(summary), "rows": _records(rows)})
     return 0

@@ -9,6 +9,11 @@ import argparse
 from pathlib import Path
 
 
+#: every registered table id, for --help (tests/test_startup.py checks it against the registry)
+TABLE_IDS = ("1..12 (PACE Tables 1-12), A (PACE App. A), spear-1, spear-3 (SPEAR Tab. 1, 3), spear-ablation, "
+             "spear-robustness, spear-robustness-global, spear-efficiency")
+
+
 def register(sub) -> None:
     p = sub.add_parser("tables", help="write the papers' tables, ours beside the paper's values",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -17,8 +22,7 @@ def register(sub) -> None:
                         "else the shipped <repo>/results)")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default <repo>/figures/tables)")
     p.add_argument("--tables", default="all", metavar="IDS",
-                   help="comma-separated table ids: 1..12, spear-ablation, spear-robustness, spear-efficiency, "
-                        "or 'pace' / 'spear' / 'all' (default all)")
+                   help=f"comma-separated table ids: {TABLE_IDS}, or 'pace' / 'spear' / 'all' (default all)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write every comparison row as JSON")
     p.set_defaults(func=run)
 
@@ -41,7 +45,9 @@ def run(args) -> int:
     rows = store.load()
     paths = write_tables(rows, out, ids)
     comps = build_tables(rows, ids)
-    print(f"results: {store.root} ({len(rows)} rows); tables written to {out}")
+    from pace_nb.core.config import store_note
+
+    print(f"{store_note(args.results)}: {len(rows)} rows; tables written to {out}")
     print(f"{'table':<18} {'values run':>10}  {'mean |ours - paper|':>19}  title")
     for tid, comp in comps.items():
         ok = comp[comp.status == "ok"]

@@ -8,7 +8,7 @@ client took (full batch: the local epochs, equal for all clients, so FedNova's u
 with FedAvg's); ``tau="train"`` uses ``epochs × n_train_k`` — the step count of one-sample
 mini-batches — which makes the normalization matter when clients differ in size.
 One-round adaptation: Local models are reused (plain CE), W_g = W0. With full-batch training
-and equal epochs FedNova = FedAvg exactly (DESIGN §12).
+and equal epochs FedNova = FedAvg exactly (docs/DESIGN.md §12).
 
 ``fednova_sgd`` (diagnostic): local momentum SGD (ρ = 0.9, the matched lr and weight decay) instead
 of Adam, with the momentum normalizer of FedNova §4: ``a_k = [1 − ρ^τ, 1 − ρ^{τ−1}, …, 1 − ρ]/(1 − ρ)``,

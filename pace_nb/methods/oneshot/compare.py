@@ -15,7 +15,7 @@ global model on the complete graph over the union of the clients' test masks.
   score is the mean over the receivers' deployed models, each on the complete graph
   (``params.evaluation`` says which). Bytes: R rounds × (upload + return) of the dense model.
   A run at another hidden width than the default 64 is stored as variant ``hidden<H>`` (SPEAR's
-  Tab. 3 FedAvg figure is a width-256 GCN, DESIGN §12).
+  Tab. 3 FedAvg figure is a width-256 GCN, docs/DESIGN.md §12).
 
 One pooled row (``receiver = -1``) per method; ``seed`` is the DATA seed of the federation, the
 run seed (initialization, dropout, sampling) is in ``params``. Rows carry ``client_seconds`` /

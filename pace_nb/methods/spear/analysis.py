@@ -76,7 +76,7 @@ class _Cache:
 
 # ----------------------------------------------------------------------------- ablation (Tab. 4)
 def ablation(fg, config: sp.SpearConfig | None = None, variants: Iterable[str] = tuple(sp.VARIANTS)) -> pd.DataFrame:
-    """Accuracy of full / no_shrinkage / no_ppr / no_both (DESIGN §7 semantics); ``label`` = paper name."""
+    """Accuracy of full / no_shrinkage / no_ppr / no_both (docs/DESIGN.md §7 semantics); ``label`` = paper name."""
     config, cache = config or sp.SpearConfig(), _Cache(fg)
     rows = []
     for v in variants:
@@ -300,8 +300,11 @@ def umap_embedding(h, seed: int = 0, n_neighbors: int = 15, min_dist: float = 0.
     if cache and path.exists():
         with np.load(path, allow_pickle=False) as f:
             return f["embedding"]
-    import umap
     from sklearn.neighbors import NearestNeighbors
+
+    from pace_nb.core.extras import require
+
+    umap = require("umap", "notebooks", "UMAP coordinates (SPEAR Fig. 2)")
 
     k = min(n_neighbors, len(h) - 1)
     dist, idx = NearestNeighbors(n_neighbors=k, metric="cosine", algorithm="brute").fit(h).kneighbors(h)

@@ -1,4 +1,4 @@
-"""SPEAR: training-free one-shot FGL with PPR prototypes and shrinkage (DESIGN §7).
+"""SPEAR: training-free one-shot FGL with PPR prototypes and shrinkage (docs/DESIGN.md §7).
 
 Pure functions over tensors, composed as
 
@@ -13,7 +13,7 @@ False, g_c is a zero row and the class is **never predicted** (its score is −�
 with no nodes or no training nodes uploads nothing (all its counts are 0) and changes no
 server quantity.
 
-Ablation variants (DESIGN §7): ``full`` = PPR + shrinkage + count weighting; ``no_ppr`` =
+Ablation variants (docs/DESIGN.md §7): ``full`` = PPR + shrinkage + count weighting; ``no_ppr`` =
 T = 0, shrinkage kept; ``no_shrinkage`` = PPR, the server takes the naive unweighted mean
 of the local prototypes of each class; ``no_both`` = T = 0 and count-weighted prototypes
 (the pooled class means of X̃ over all clients' training nodes).

@@ -1,4 +1,4 @@
-"""Several readings of SPEAR's Fig. 2 cosine silhouette (DESIGN §12); none is claimed as the paper's.
+"""Several readings of SPEAR's Fig. 2 cosine silhouette (docs/DESIGN.md §12); none is claimed as the paper's.
 
 At Dirichlet β = 0.05 each client holds almost one class, so a representation that separates
 nodes only by client already scores high against the class labels. Readings per federated
