@@ -33,6 +33,9 @@ def louvain_communities(edge_index, num_nodes: int, resolution: float = 1.0) -> 
     """Community label per node: scikit-network Louvain with OpenFGL's arguments (deterministic)."""
     from sknetwork.clustering import Louvain
 
+    if np.asarray(edge_index).size == 0:
+        raise ConfigError(f"Louvain needs edges to find communities, but the graph ({num_nodes} nodes) has none; "
+                          f"use the metis or dirichlet partition")
     algo = Louvain(modularity="newman", resolution=resolution, return_aggregate=True)
     return np.asarray(algo.fit_predict(_adjacency(edge_index, num_nodes)), dtype=np.int64)
 

@@ -75,6 +75,26 @@ def comparison_summary(rows: pd.DataFrame) -> pd.DataFrame:
                          "n_seeds": g.size()}).reset_index()
 
 
+def _validate(args) -> list[int]:
+    """Every argument checked before any federation is built; returns the data seeds."""
+    import math
+
+    from pace_nb.core.io import check_output_file
+    from pace_nb.core.limits import MAX_ROUNDS, check_count
+    from pace_nb.core.validation import check_seed
+
+    seeds = _seeds(args.seeds)
+    check_clients(args.clients, "--clients")
+    if not (math.isfinite(args.beta) and args.beta > 0):
+        raise ConfigError(f"--beta must be a finite number > 0, got {args.beta}")
+    check_count(args.rounds, "--rounds", MAX_ROUNDS)
+    if args.run_seed is not None:
+        check_seed(args.run_seed, "--run-seed")
+    if args.json:
+        check_output_file(args.json, "--json")
+    return seeds
+
+
 def _run_comparison(args) -> int:
     from pace_nb.core.config import PAPER_SEEDS
     from pace_nb.core.io import atomic_write_json
@@ -82,10 +102,9 @@ def _run_comparison(args) -> int:
     from pace_nb.methods.spear import analysis as sa
     from pace_nb.methods.spear.core import SpearConfig
 
+    _validate(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     methods = list(SPEAR_COMPARISON) if methods == ["all"] else methods
-    if args.rounds < 1:
-        raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
     run_seed = PAPER_SEEDS[0] if args.run_seed is None else args.run_seed
     config = SpearConfig(T=args.T, a=args.a, gamma=args.gamma)
     frames = []
@@ -114,13 +133,8 @@ def run(args) -> int:
     from pace_nb.core.io import atomic_write_json
     from pace_nb.methods.spear.core import SpearConfig
 
-    from pace_nb.core.io import check_output_file
-
     config = SpearConfig(T=args.T, a=args.a, gamma=args.gamma)
-    seeds = _seeds(args.seeds)
-    check_clients(args.clients, "--clients")
-    if args.json:
-        check_output_file(args.json, "--json")
+    seeds = _validate(args)
     variants = ("full", "no_shrinkage", "no_ppr", "no_both") if args.ablation else ("full",)
     frames = []
     for seed in seeds:
