@@ -341,3 +341,12 @@ def test_custom_data_normalized_like_loaded_datasets(case):
         assert torch.equal(ca.edge_index, cb.edge_index) and torch.equal(ca.x, cb.x) and torch.equal(ca.y, cb.y)
         assert cb.x.layout == torch.strided and cb.y.dim() == 1
     assert b.clients[0].edge_index.shape[1] == a.clients[0].edge_index.shape[1]  # not counted 3 times
+
+
+def test_unknown_pace_variant_rejected_before_training(capsys):
+    cli_error(RUN + ["--methods", "local,pace", "--variants", "fulll"], capsys, "fulll")
+
+
+@pytest.mark.parametrize("beta", ["inf", "nan", "-1"])
+def test_partition_beta_must_be_finite_and_positive(capsys, beta):
+    cli_error(["partition", "--clients", "3", "--no-cache", "--scheme", "dirichlet", "--beta", beta], capsys, "beta")

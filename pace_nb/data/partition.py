@@ -5,6 +5,8 @@ clients in OpenFGL's order.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Callable
 
 import numpy as np
@@ -218,8 +220,8 @@ def validate(num_nodes: int, num_clients, scheme: str, beta=None) -> tuple[str, 
     if scheme == "dirichlet":
         if beta is None:
             raise ConfigError("the dirichlet scheme needs a concentration beta > 0 (e.g. --beta 0.05)")
-        if not float(beta) > 0:
-            raise ConfigError(f"Dirichlet beta must be > 0, got {beta}")
+        if not (math.isfinite(float(beta)) and float(beta) > 0):
+            raise ConfigError(f"Dirichlet beta must be a finite number > 0, got {beta}")
     return scheme, k
 
 

@@ -136,6 +136,10 @@ def run_protocol(
         params["pace"]["ranks"] = check_ranks(params["pace"]["ranks"])
     if "variants" in params.get("pace", {}):
         params["pace"]["variants"] = check_names(params["pace"]["variants"], "PACE variants")
+        from pace_nb.methods.pace.protocol import variant_config
+
+        for v in params["pace"]["variants"]:  # unknown names fail before any training
+            variant_config(v)
     fg = federation(dataset, partition=partition, num_clients=num_clients, data_seed=data_seed, beta=beta,
                     data_root=data_root) if isinstance(dataset, str) else dataset
     train_config = train_config or (local.config if local is not None else TrainConfig())

@@ -115,6 +115,10 @@ def run(args) -> int:
     ranks = _ranks(args.rank)
     methods = list(check_names(str(args.methods).split(","), "--methods"))
     variants = list(check_names(str(args.variants).split(","), "--variants"))
+    from pace_nb.methods.pace.protocol import variant_config
+
+    for v in variants:  # an unknown variant fails here, not after the Local training
+        variant_config(v)
     check_clients(args.clients, "--clients")
     if args.beta is not None and not (math.isfinite(args.beta) and args.beta > 0):
         raise ConfigError(f"--beta must be a finite number > 0, got {args.beta}")
