@@ -16,7 +16,7 @@ MAX_RANK = 2**31 - 1
 #: Most run seeds (or data seeds) of one run or grid cell: all are trained as one batch.
 MAX_SEEDS = 256
 #: Most clients K of one federation.
-MAX_CLIENTS = 100_000
+MAX_CLIENTS = 10_000_000
 #: Most federated rounds (and local epochs) of a multi-round baseline.
 MAX_ROUNDS = 100_000
 #: Most cells one grid config may expand to (the dry run lists each one).

@@ -221,7 +221,7 @@ def validate(num_nodes: int, num_clients, scheme: str, beta=None) -> tuple[str, 
         if beta is None:
             raise ConfigError("the dirichlet scheme needs a concentration beta > 0 (e.g. --beta 0.05)")
         if not (math.isfinite(float(beta)) and float(beta) > 0):
-            raise ConfigError(f"Dirichlet beta must be a finite number > 0, got {beta}")
+            raise ConfigError(f"Dirichlet beta must be > 0 and finite, got {beta}")
     return scheme, k
 
 
