@@ -203,3 +203,150 @@ def test_train_config_rejected(field, value):
 
     with pytest.raises(ConfigError, match=field):
         TrainConfig(**{field: value})
+
+
+# -- grid configs: every value of a wrong type or range is one error, in the dry run ----------
+EXP = '[[experiment]]\ndatasets = ["demo"]\nmethods = ["local"]\n'
+SPEAR = '[[spear]]\ndatasets = ["demo"]\n'
+
+
+@pytest.mark.parametrize("body,msg", [
+    (EXP + 'beta = "abc"\n', "beta must be finite numbers > 0"),
+    (EXP + "beta = { x = 1 }\n", "beta must be finite numbers > 0"),
+    (EXP + "beta = true\n", "beta must be finite numbers > 0, got True"),
+    (SPEAR + 'beta = "abc"\n', "beta must be finite numbers > 0"),
+    (SPEAR + "beta = -1.0\n", "beta must be finite numbers > 0"),
+    (SPEAR + "beta = nan\n", "beta must be finite numbers > 0"),
+    (EXP + "train = 5\n", "train must be a table"),
+    (EXP + "train = []\n", "train must be a table"),
+    (EXP + "method_params = 5\n", "method_params must be a table"),
+    (EXP + "method_params = { fedprox = 5 }\n", "method_params.fedprox must be a table"),
+    ("[grid]\ndata_root = 5\n" + EXP, "data_root must be a non-empty string"),
+    ('[grid]\nstrict = "no"\n' + EXP, "strict must be true or false"),
+    ('[[experiment]]\ndatasets = ["demo"]\nmethods = []\n', "at least one value"),
+    (SPEAR + "methods = []\n", "methods needs at least one value"),
+    (EXP + "clients = [1000000000000000000]\n", "clients must be at most"),
+    (SPEAR + "clients = 1000000000000000000\n", "clients must be at most"),
+    (EXP + "ranks = []\n", "ranks: at least one value"),
+    (EXP + "ranks = [6, 6]\n", "ranks: duplicated"),
+    (EXP + "ranks = [9223372036854775807]\n", "ranks must be integers in"),
+    (SPEAR + "efficiency = true\nrounds = 1000000000\n", "rounds must be at most"),
+    (SPEAR + "robustness = true\nrho = 2.0\n", "rho must be a number in [0, 1]"),
+    (SPEAR + "robustness = true\neta = -0.5\n", "eta must be a number in [0, 1]"),
+    (SPEAR + 'robustness = "yes"\n', "robustness must be true or false"),
+    (SPEAR + 'methods = ["spear", "fedavg"]\nrun_seed = -1\n', "run_seed must be integers"),
+    (EXP + "seeds = [" + ", ".join(map(str, range(1000))) + "]\n", "at most 256"),
+])
+def test_grid_config_values_rejected_in_dry_run(tmp_path, capsys, body, msg):
+    (tmp_path / "g.toml").write_text(body)
+    cli_error(["grid", str(tmp_path / "g.toml"), "--dry-run"], capsys, msg)
+
+
+def test_grid_of_a_million_cells_refused_quickly(tmp_path, capsys):
+    import time
+
+    seeds = ", ".join(map(str, range(200)))
+    (tmp_path / "g.toml").write_text(f'[grid]\nseed_batch = 1\n[[experiment]]\ndatasets = ["demo"]\nmethods = ["local"]\n'
+                                     f'seeds = [{seeds}]\ndata_seed = [{seeds}]\nclients = [{", ".join(map(str, range(2, 27)))}]\n')
+    t0 = time.perf_counter()
+    cli_error(["grid", str(tmp_path / "g.toml"), "--dry-run"], capsys, "1,000,000 cells, more than the limit")
+    assert time.perf_counter() - t0 < 10
+
+
+@pytest.mark.parametrize("yaml_text", [
+    "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n",
+    "grid: &g\n  self: *g\n",
+])
+def test_yaml_alias_bombs_refused(tmp_path, capsys, yaml_text):
+    (tmp_path / "g.yaml").write_text(yaml_text)
+    cli_error(["grid", str(tmp_path / "g.yaml"), "--dry-run"], capsys, "YAML aliases")
+
+
+def test_grid_config_fifo_refused_not_opened(tmp_path, capsys):
+    import os
+
+    os.mkfifo(tmp_path / "g.toml")
+    cli_error(["grid", str(tmp_path / "g.toml"), "--dry-run"], capsys, "not a regular file")
+
+
+# -- the CLI: sizes and output targets before any work ----------------------------------------
+@pytest.mark.parametrize("argv,msg", [
+    (["--rank", "99999999999999999999999"], "--rank must be integers in"),
+    (["--beta", "inf", "--partition", "dirichlet"], "--beta must be a finite number"),
+    (["--seeds", ",".join(map(str, range(1000)))], "at most 256"),
+    (["--clients", str(10**20)], "--clients must be at most"),
+])
+def test_run_sizes_refused_before_training(argv, msg, capsys):
+    cli_error(RUN + argv, capsys, msg)
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--rounds", "1000000000", "--methods", "spear,fedavg"], "--rounds must be an integer in"),
+    (["--beta", "-1"], "--beta must be a finite number > 0"),
+    (["--beta", "nan", "--methods", "spear,fedavg"], "--beta must be a finite number > 0"),
+    (["--run-seed", "-3", "--methods", "spear,fedavg"], "--run-seed"),
+])
+def test_spear_sizes_refused_before_work(argv, msg, capsys, monkeypatch):
+    import pace_nb.methods.spear.analysis as sa
+
+    monkeypatch.setattr(sa, "federation", lambda *a, **k: pytest.fail("computed before validating"))
+    cli_error(["spear"] + argv, capsys, msg)
+
+
+@pytest.mark.parametrize("methods", [[], ["--methods", "spear,fedavg"]])
+def test_spear_json_folder_refused_before_work(tmp_path, capsys, monkeypatch, methods):
+    import pace_nb.methods.spear.analysis as sa
+
+    monkeypatch.setattr(sa, "federation", lambda *a, **k: pytest.fail("computed before validating"))
+    cli_error(["spear", "--json", str(tmp_path)] + methods, capsys, "is a folder")
+
+
+@pytest.mark.parametrize("target", ["folder", "below a file"])
+def test_flower_simulate_json_checked_up_front(tmp_path, capsys, monkeypatch, target):
+    pytest.importorskip("flwr")
+    from pace_nb.data import federation as fed
+
+    monkeypatch.setattr(fed, "build_federated", lambda *a, **k: pytest.fail("computed before validating"))
+    (tmp_path / "f").write_text("x")
+    path = tmp_path if target == "folder" else tmp_path / "f" / "out.json"
+    cli_error(["flower", "simulate", "--engine", "inprocess", "--json", str(path)], capsys,
+              "is a folder" if target == "folder" else "is a file")
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5"])
+def test_figures_timeout_must_be_positive(capsys, timeout):
+    cli_error(["figures", "--timeout", timeout], capsys, "--timeout must be")
+
+
+# -- the Python API: graphs made like the loaded datasets, or refused --------------------------
+def test_edgeless_graph_with_louvain_is_one_error():
+    with pytest.raises(ConfigError, match="Louvain needs edges"):
+        F.build_federated(_graph(edge_index=torch.zeros(2, 0, dtype=torch.long)), "louvain", 3, cache=False)
+
+
+def test_huge_features_refused():
+    with pytest.raises(ConfigError, match="scale or standardize"):
+        F.build_federated(_graph(x=torch.rand(60, 4) * 1e30), "metis", 3, cache=False)
+
+
+@pytest.mark.parametrize("case", ["y column", "sparse x", "duplicate edges"])
+def test_custom_data_normalized_like_loaded_datasets(case):
+    """A [N, 1] label column, a sparse x and repeated edges give the very federation of the plain graph."""
+    plain = _graph()
+    over = {"y column": dict(y=plain.y.view(-1, 1)), "sparse x": dict(x=plain.x.to_sparse()),
+            "duplicate edges": dict(edge_index=torch.cat([plain.edge_index] * 3, 1))}[case]
+    a = F.build_federated(_graph(), "metis", 3, cache=False)
+    b = F.build_federated(_graph(**over), "metis", 3, cache=False)
+    for ca, cb in zip(a.clients, b.clients):
+        assert torch.equal(ca.edge_index, cb.edge_index) and torch.equal(ca.x, cb.x) and torch.equal(ca.y, cb.y)
+        assert cb.x.layout == torch.strided and cb.y.dim() == 1
+    assert b.clients[0].edge_index.shape[1] == a.clients[0].edge_index.shape[1]  # not counted 3 times
+
+
+def test_unknown_pace_variant_rejected_before_training(capsys):
+    cli_error(RUN + ["--methods", "local,pace", "--variants", "fulll"], capsys, "fulll")
+
+
+@pytest.mark.parametrize("beta", ["inf", "nan", "-1"])
+def test_partition_beta_must_be_finite_and_positive(capsys, beta):
+    cli_error(["partition", "--clients", "3", "--no-cache", "--scheme", "dirichlet", "--beta", beta], capsys, "beta")

@@ -139,7 +139,8 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence]) -> list[str]:
 def config_runs(cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]]) -> pd.DataFrame:
     """Per shipped config: cells it expands to, cells in the store, their summed wall time
     (the cells' manifests), and the datasets of the cells not in the store."""
-    have = dict(zip(cells["key"], cells["wall_seconds"])) if len(cells) and "wall_seconds" in cells else {}
+    keys = cells["setting_key"] if "setting_key" in cells else cells.get("key")  # cells with a data fingerprint too
+    have = dict(zip(keys, cells["wall_seconds"])) if len(cells) and "wall_seconds" in cells else {}
     recs = []
     for name, cfg_cells in configs.items():
         keys = [c["key"] for c in cfg_cells]
@@ -261,7 +262,7 @@ def store_readme(cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]], 
                  artifacts: pd.DataFrame | None = None) -> str:
     """The store's README: which configs and settings (cells) it holds, each with its wall time, and
     the stored figure data (``artifacts``: :meth:`~pace_nb.experiments.artifacts.ArtifactStore.entries`)."""
-    have = {r["key"]: r for _, r in cells.iterrows()} if len(cells) else {}
+    have = {r.get("setting_key", r["key"]): r for _, r in cells.iterrows()} if len(cells) else {}
     runs = config_runs(cells, configs)
     out = [f"# Results store `{store_label}`", "",
            "Result rows of the shipped grid configs (`configs/*.toml`), one checksummed CSV per cell under "
@@ -306,7 +307,7 @@ def config_cells(config_paths: Sequence) -> dict[str, list[dict]]:
 
     from pace_nb.experiments.grid import expand, load_config
 
-    return {Path(p).stem: [c.describe() for c in expand(load_config(p))] for p in config_paths}
+    return {Path(p).stem: [c.describe() for c in expand(load_config(p), fingerprints=False)] for p in config_paths}
 
 
 def _store_cells(store) -> pd.DataFrame:

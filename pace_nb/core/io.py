@@ -10,11 +10,31 @@ from typing import Any
 import numpy as np
 
 
+def current_umask() -> int:
+    """The process's file-creation mask (read from ``/proc`` where possible: setting and restoring
+    it, the portable way, races with other threads creating files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _atomic(path: str | os.PathLike, write) -> Path:
+    """Write ``path`` through a temporary file in its folder, then rename. The file gets the mode
+    ``open()`` would give it (``0o666`` less the umask), not ``mkstemp``'s private 0600, so a store
+    shared through group or world read permissions stays readable to its other users."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
@@ -105,3 +125,26 @@ def check_output_dir(path, what: str = "output folder") -> Path:
         raise ConfigError(f"{what} {path} is a file, not a folder")
     _probe(path, what, path)
     return path
+
+
+# -- reading without blocking --------------------------------------------------------------
+class NotRegularFileError(OSError):
+    """A path that is a FIFO, socket, device or folder where a regular file was expected."""
+
+
+def read_regular_bytes(path: str | os.PathLike) -> bytes:
+    """The bytes of REGULAR file ``path``. The file is opened non-blocking and checked with
+    ``fstat`` on the open descriptor, so a FIFO or device planted under a file's name raises
+    :class:`NotRegularFileError` instead of hanging the reader."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError(f"{path} is not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)

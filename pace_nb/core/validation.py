@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from pace_nb.core.errors import ConfigError
+from pace_nb.core.limits import MAX_CLIENTS, MAX_RANK, MAX_SEEDS
 
 #: Seeds are non-negative integers that numpy, torch and Python's random all accept.
 MAX_SEED = 2**32 - 1
@@ -157,6 +158,8 @@ def check_seeds(seeds: Iterable[Any], what: str = "seeds") -> tuple[int, ...]:
         out.append(int(s))
     if not out:
         raise ConfigError(f"{what}: at least one seed is needed")
+    if len(out) > MAX_SEEDS:
+        raise ConfigError(f"{what}: {len(out)} seeds asked for; at most {MAX_SEEDS} per run (they train as one batch)")
     dup = sorted({s for s in out if out.count(s) > 1})
     if dup:
         raise ConfigError(f"{what}: duplicated value(s) {dup}")
@@ -171,6 +174,8 @@ def check_clients(k: Any, what: str = "number of clients", minimum: int = 1) -> 
     """A number of clients K: an integer >= ``minimum``."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < minimum:
         raise ConfigError(f"{what} must be an integer >= {minimum}, got {k!r}")
+    if k > MAX_CLIENTS:
+        raise ConfigError(f"{what} must be at most {MAX_CLIENTS}, got {k!r}")
     return int(k)
 
 
@@ -178,8 +183,8 @@ def check_ranks(ranks: Iterable[Any], what: str = "ranks") -> tuple[int, ...]:
     """Distinct carrier ranks: integers >= 1, or 0 for dense carriers."""
     out = []
     for r in ranks:
-        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 0:
-            raise ConfigError(f"{what} must be integers >= 1 (0 = dense), got {r!r}")
+        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or not 0 <= r <= MAX_RANK:
+            raise ConfigError(f"{what} must be integers in [1, {MAX_RANK}] (0 = dense), got {r!r}")
         out.append(int(r))
     if not out:
         raise ConfigError(f"{what}: at least one value is needed")

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import io
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ import pandas as pd
 
 from pace_nb.core.errors import ConfigError, DataCorruptionError, MissingDataError, PaceNBError
 from pace_nb.data import graph_cache
+from pace_nb.data.checks import MAX_FEATURE, prepare_graph, validate_graph  # noqa: F401 (re-exported)
 from pace_nb.core.registry import Registry
 
 if TYPE_CHECKING:  # torch and PyG are imported where graphs are built: `pace-nb datasets` needs neither
@@ -145,39 +148,6 @@ def _mirror(spec: DatasetSpec, src: Path, base: Path) -> Path:
     for f in spec.files:
         (dst / f).symlink_to((src / f).resolve())
     return folder
-
-
-def validate_graph(data, where: str = "graph", num_classes: int | None = None) -> None:
-    """A usable node-classification graph: finite 2-D features, an integer ``[2, E]`` edge list
-    with ids in ``[0, N)``, integer labels in ``[0, C)`` one per node. Else :class:`ConfigError`."""
-    import torch
-
-    x, ei, y = getattr(data, "x", None), getattr(data, "edge_index", None), getattr(data, "y", None)
-    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] == 0:
-        raise ConfigError(f"{where}: x must be a 2-D feature tensor [N, F] with N >= 1")
-    if not x.is_floating_point() and x.dtype not in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
-                                                      torch.bool):
-        raise ConfigError(f"{where}: x has dtype {x.dtype}; features must be numbers")
-    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
-        bad = int((~torch.isfinite(x)).sum())
-        raise ConfigError(f"{where}: x holds {bad} NaN/inf value(s); features must be finite")
-    n = int(x.shape[0])
-    if not isinstance(ei, torch.Tensor) or ei.dim() != 2 or ei.shape[0] != 2:
-        raise ConfigError(f"{where}: edge_index must be an integer tensor of shape [2, E]")
-    if ei.is_floating_point() or ei.dtype == torch.bool or ei.is_complex():
-        raise ConfigError(f"{where}: edge_index has dtype {ei.dtype}; node ids must be integers")
-    if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
-        raise ConfigError(f"{where}: edge_index holds node ids in [{int(ei.min())}, {int(ei.max())}], "
-                          f"outside [0, {n - 1}] (N = {n})")
-    if not isinstance(y, torch.Tensor) or y.numel() != n:
-        raise ConfigError(f"{where}: y must hold one label per node ({n}), got "
-                          f"{None if not isinstance(y, torch.Tensor) else tuple(y.shape)}")
-    if y.is_floating_point() or y.dtype == torch.bool or y.is_complex():
-        raise ConfigError(f"{where}: y has dtype {y.dtype}; labels must be integers 0..C-1")
-    lo, hi = int(y.min()), int(y.max())
-    c = num_classes if num_classes is not None else hi + 1
-    if lo < 0 or hi >= c:
-        raise ConfigError(f"{where}: labels must lie in [0, {c - 1}] (num_classes = {c}), got [{lo}, {hi}]")
 
 
 def _finish(data: Data, spec: DatasetSpec, num_classes: int | None = None, undirected: bool = True) -> Data:
@@ -316,6 +286,49 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, *, cache: boo
     return _load_cached(canon, str(data_root(root)), raw_signature(canon, root))
 
 
+@functools.lru_cache(maxsize=64)
+def _raw_checksums(name: str, root: str, signature: tuple) -> dict[str, str]:
+    spec = DATASETS[name]
+    return graph_cache.raw_checksums(_require_raw(spec, Path(root)), spec.files)
+
+
+def _fingerprint(name: str, root: str, signature: tuple) -> str:
+    spec = DATASETS[name]
+    if spec.family == "demo":
+        import dataclasses
+
+        what = {"demo": dataclasses.asdict(DemoConfig()), "seed": 0, "generator": DEMO_VERSION}
+    else:
+        what = {"raw": _raw_checksums(name, root, signature)}
+        if spec.loader is not None:
+            what["loader"] = f"{spec.loader.__module__}.{spec.loader.__qualname__}"
+    text = json.dumps({"dataset": name, **what}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def data_fingerprint(name: str, root: str | os.PathLike | None = None) -> str:
+    """Fingerprint of the data a dataset name stands for (16 hex): the sha256 of its raw files'
+    sha256s (those the graph cache keys on), or for ``demo`` its generator's parameters. Result
+    cells carry it, so rows computed on changed raw files are never taken for the old ones.
+    Missing raw files raise :class:`MissingDataError`."""
+    canon = canonical_name(name)
+    return _fingerprint(canon, str(data_root(root)), raw_signature(canon, root))
+
+
+def dataset_shape(name: str, root: str | os.PathLike | None = None) -> tuple[int, int] | None:
+    """(features, classes) of a dataset without loading it: the demo generator's parameters, else
+    the graph cache's manifest; None when the graph is not cached (or its raw files are missing)."""
+    canon = canonical_name(name)
+    spec = DATASETS[canon]
+    if spec.family == "demo":
+        return DemoConfig().vocab, DemoConfig().num_classes
+    try:
+        raw = _raw_checksums(canon, str(data_root(root)), raw_signature(canon, root))
+    except MissingDataError:
+        return None
+    return graph_cache.shape(spec.name, raw)
+
+
 def dataset_status(root: str | os.PathLike | None = None) -> pd.DataFrame:
     """One row per dataset: name, present, folder (where it looks), expected files."""
     r = data_root(root)
@@ -332,6 +345,10 @@ def dataset_status(root: str | os.PathLike | None = None) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------- demo graph
+#: Version of the demo generator (part of its data fingerprint): raise it when make_demo changes.
+DEMO_VERSION = 1
+
+
 @dataclass(frozen=True)
 class DemoConfig:
     """Seeded planted-partition SBM: communities with a dominant class, bag-of-words features."""

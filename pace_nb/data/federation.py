@@ -305,10 +305,8 @@ def build_federated(dataset, scheme: str = "louvain", num_clients: int = 10, see
         raise ConfigError("dataset must be a dataset name or a PyG Data with x, edge_index and y")
     check_seed(seed, "data seed")
     given = getattr(dataset, "num_classes", None)
-    data_mod.validate_graph(dataset, "custom Data", given if isinstance(given, int) and given > 0 else None)
-    if given is None or not isinstance(given, int):
-        dataset.num_classes = int(dataset.y.max()) + 1
-    name = str(getattr(dataset, "name", None) or "custom")
+    dataset = data_mod.prepare_graph(dataset, "custom Data", given if isinstance(given, int) and given > 0 else None)
+    name = dataset.name
     return _build(dataset, name, str(scheme).lower(), num_clients, int(seed), bool(cache),
                   _num(resolution, "Louvain resolution"), _int(delta, "Louvain delta"), beta_v, ratios_t, fallback)
 

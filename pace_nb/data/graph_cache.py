@@ -89,6 +89,16 @@ def load(name: str, raw: dict[str, str]) -> tuple[dict[str, np.ndarray], int] | 
     return arrays, num_classes
 
 
+def shape(name: str, raw: dict[str, str]) -> tuple[int, int] | None:
+    """(features, classes) from a cache entry's manifest, without reading its arrays; None if absent."""
+    meta = _paths(name, raw)[1]
+    try:
+        info = json.loads(meta.read_text(encoding="utf-8"))
+        return int(info["shapes"]["x"][1]), int(info["num_classes"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
 def save(name: str, raw: dict[str, str], arrays: dict[str, np.ndarray], num_classes: int) -> None:
     npz, meta = _paths(name, raw)
     npz.parent.mkdir(parents=True, exist_ok=True)

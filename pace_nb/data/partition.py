@@ -5,6 +5,8 @@ clients in OpenFGL's order.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Callable
 
 import numpy as np
@@ -33,6 +35,9 @@ def louvain_communities(edge_index, num_nodes: int, resolution: float = 1.0) -> 
     """Community label per node: scikit-network Louvain with OpenFGL's arguments (deterministic)."""
     from sknetwork.clustering import Louvain
 
+    if np.asarray(edge_index).size == 0:
+        raise ConfigError(f"Louvain needs edges to find communities, but the graph ({num_nodes} nodes) has none; "
+                          f"use the metis or dirichlet partition")
     algo = Louvain(modularity="newman", resolution=resolution, return_aggregate=True)
     return np.asarray(algo.fit_predict(_adjacency(edge_index, num_nodes)), dtype=np.int64)
 
@@ -215,8 +220,8 @@ def validate(num_nodes: int, num_clients, scheme: str, beta=None) -> tuple[str, 
     if scheme == "dirichlet":
         if beta is None:
             raise ConfigError("the dirichlet scheme needs a concentration beta > 0 (e.g. --beta 0.05)")
-        if not float(beta) > 0:
-            raise ConfigError(f"Dirichlet beta must be > 0, got {beta}")
+        if not (math.isfinite(float(beta)) and float(beta) > 0):
+            raise ConfigError(f"Dirichlet beta must be > 0 and finite, got {beta}")
     return scheme, k
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from pace_nb.core.io import atomic_write_bytes, atomic_write_json
+from pace_nb.core.io import atomic_write_bytes, atomic_write_json, read_regular_bytes
 from pace_nb.experiments.store import stable_key
 
 #: Bumped when a computation behind an artifact changes, so old entries are not read.
@@ -69,7 +69,7 @@ class ArtifactStore:
         recs = []
         for meta_path in sorted(self.folder.glob("*/*.json")) if self.folder.is_dir() else []:
             try:
-                meta = json.loads(meta_path.read_text())
+                meta = json.loads(read_regular_bytes(meta_path).decode("utf-8"))
                 recs.append({c: meta[c] for c in cols[:-1]} | {"params": json.dumps(meta["params"], sort_keys=True)})
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # a damaged entry is recomputed on use (get)
@@ -81,9 +81,9 @@ class ArtifactStore:
         if not meta_path.is_file():
             return None
         try:
-            meta = json.loads(meta_path.read_text())
+            meta = json.loads(read_regular_bytes(meta_path).decode("utf-8"))
             path = csv_path if meta["format"] == "csv" else npz_path
-            data = path.read_bytes()
+            data = read_regular_bytes(path)
             if hashlib.sha256(data).hexdigest() != meta["sha256"]:
                 raise ValueError("checksum mismatch")
             if meta["format"] == "csv":

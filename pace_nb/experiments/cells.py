@@ -20,7 +20,13 @@ from pace_nb.nn.training import TrainConfig
 
 @dataclass(frozen=True)
 class Cell:
-    """One unit of work; ``key`` is a stable hash of every field (JSON)."""
+    """One unit of work; ``key`` is a stable hash of every field (JSON).
+
+    ``data`` is the fingerprint of the raw data the cell is computed on
+    (:func:`~pace_nb.data.datasets.data_fingerprint`, attached by :func:`~pace_nb.experiments.grid.run_grid`):
+    the same setting on changed raw files is another cell. A cell without one (``""``: not yet
+    attached, or written before fingerprints were kept) has the key it always had — :attr:`setting_key`.
+    """
 
     kind: str  # "protocol" | "spear"
     dataset: str
@@ -33,10 +39,19 @@ class Cell:
     variants: tuple[str, ...] = ("full",)  # PACE variants (protocol) or SPEAR ablation variants (spear)
     ranks: tuple[int, ...] = (6,)
     options: str = "{}"  # JSON: train config / method params (protocol), SPEAR options (spear)
+    data: str = ""  # fingerprint of the raw data ("" = none attached)
 
     @property
     def key(self) -> str:
-        return stable_key(asdict(self))
+        return stable_key(asdict(self)) if self.data else self.setting_key
+
+    @property
+    def setting_key(self) -> str:
+        """The key of the setting alone (every field but ``data``): the key of cells stored without
+        a data fingerprint."""
+        fields = asdict(self)
+        fields.pop("data")
+        return stable_key(fields)
 
     @property
     def label(self) -> str:
@@ -51,7 +66,10 @@ class Cell:
         return f"{self.dataset} {part} K={self.num_clients} {seeds} {what}"
 
     def describe(self) -> dict:
-        return {**asdict(self), "key": self.key, "label": self.label}
+        fields = asdict(self)
+        if not self.data:
+            fields.pop("data")
+        return {**fields, "key": self.key, "label": self.label}
 
 
 # -- running one cell -----------------------------------------------------------------------

@@ -13,7 +13,6 @@ the loop in :func:`run_grid`, whose ``executor`` (anything with ``map(fn, cells)
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -24,7 +23,9 @@ import pandas as pd
 
 from pace_nb.core.config import DATA_SEED, PAPER_SEEDS, progress as progress_bar
 from pace_nb.core.errors import ConfigError, MissingDataError, PaceNBError
-from pace_nb.core.validation import check_seeds, config_from_mapping, config_keys
+from pace_nb.core.io import NotRegularFileError, read_regular_bytes
+from pace_nb.experiments import preflight, values as V
+from pace_nb.core.validation import check_seeds, config_keys
 from pace_nb.experiments.cells import Cell, LocalReuse, local_key, pace_params, run_cell  # noqa: F401 (re-exported)
 from pace_nb.experiments.store import ResultsStore
 from pace_nb.methods.spear.core import SpearConfig
@@ -77,9 +78,14 @@ def load_config(path: str | Path) -> GridConfig:
     if path.is_dir():
         raise ConfigError(f"grid config {path} is a folder; give a .toml or .yaml file (see configs/)")
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.exists() and path.stat().st_size > V.MAX_CONFIG_BYTES:
+            raise ConfigError(f"grid config {path} is {path.stat().st_size:,} bytes, more than the "
+                              f"{V.MAX_CONFIG_BYTES:,} a config may have")
+        text = read_regular_bytes(path).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"grid config {path} not found") from None
+    except NotRegularFileError:
+        raise ConfigError(f"grid config {path} is not a regular file (a FIFO or device); give a .toml or .yaml file") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"grid config {path} is not UTF-8 text (byte {exc.start}); give a .toml or .yaml file") from None
     except OSError as exc:
@@ -92,11 +98,14 @@ def parse_config(text: str, path: str = "<config>", fmt: str = "toml") -> GridCo
         if fmt == "yaml":
             import yaml
 
+            V.refuse_yaml_aliases(text, path)
             raw = yaml.safe_load(text) or {}
         else:
             import tomllib
 
             raw = tomllib.loads(text)
+    except ConfigError:
+        raise
     except Exception as exc:  # parser errors carry the line number
         raise ConfigError(f"{path}: cannot parse {fmt.upper()}: {exc}") from None
     if not isinstance(raw, dict):
@@ -104,17 +113,7 @@ def parse_config(text: str, path: str = "<config>", fmt: str = "toml") -> GridCo
     return GridConfig(raw, text, path)
 
 
-def _as_list(v) -> list:
-    return list(v) if isinstance(v, (list, tuple)) else [v]
-
-
-def _ints(cfg: GridConfig, key: str, values, minimum: int) -> list[int]:
-    out = []
-    for v in _as_list(values):
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            raise cfg.error(f"{key} must be integers >= {minimum}, got {v!r}", v, key)
-        out.append(int(v))
-    return out
+_as_list, _ints = V.as_list, V.ints
 
 
 def _seeds(cfg: GridConfig, key: str, values) -> list[int]:
@@ -168,11 +167,16 @@ def _method_params(cfg: GridConfig, value: Any, section_keys: Mapping[str, tuple
                             f"not per method", clash[0], "method_params")
 
 
-def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[Cell]:
-    """Validate the WHOLE config and expand it into cells (no work is done here).
+def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None, *, data_root=None,
+           fingerprints: bool = True) -> list[Cell]:
+    """Validate the WHOLE config and expand it into cells (no training is done here).
 
-    Unknown datasets, methods, partitions, variants or keys raise :class:`ConfigError`
-    naming the config line at fault. ``known_methods`` defaults to the protocol registry.
+    Unknown datasets, methods, partitions, variants or keys, and values of a wrong type or range
+    raise :class:`ConfigError` naming the config line at fault; so does a config of more than
+    :data:`~pace_nb.core.limits.MAX_CELLS` cells (counted before any is built). ``known_methods``
+    defaults to the protocol registry. ``fingerprints``: each cell carries its dataset's
+    :func:`~pace_nb.data.datasets.data_fingerprint` (raw files under ``data_root`` >
+    ``[grid] data_root`` > the default root); without, cells have their setting keys only.
     """
     from pace_nb.data.datasets import DATASETS, canonical_name
     from pace_nb.methods.pace.protocol import VARIANTS as PACE_VARIANTS
@@ -187,61 +191,79 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
     for key in raw:
         if key not in SECTIONS:
             raise cfg.error(f"unknown section {key!r}; valid sections: grid, experiment, spear", key)
-    grid = raw.get("grid", {})
-    _check_keys(cfg, grid, GRID_KEYS, "[grid]")
+    grid = V.grid_section(cfg, GRID_KEYS)
     base_seeds = _seeds(cfg, "seeds", grid.get("seeds", list(PAPER_SEEDS)))
     base_data_seeds = _seeds(cfg, "data_seed", grid.get("data_seed", DATA_SEED))
     base_batch = grid.get("seed_batch")
     if base_batch is not None:
         base_batch = _ints(cfg, "seed_batch", base_batch, 1)[0]
-    cells: list[Cell] = []
+    specs: list[tuple] = []  # (kind, checked values) of every section; cells are built once all are valid
     exps, spears = _as_list(raw.get("experiment", [])), _as_list(raw.get("spear", []))
     if not exps and not spears:
         raise cfg.error("the config has no [[experiment]] or [[spear]] section")
+    count = 0
     for exp in exps:
         _check_keys(cfg, exp, EXPERIMENT_KEYS, "[[experiment]]")
         if "datasets" not in exp or "methods" not in exp:
             raise cfg.error("every [[experiment]] needs 'datasets' and 'methods'", "experiment")
+        if not _as_list(exp["datasets"]) or not _as_list(exp["methods"]):
+            raise cfg.error("'datasets' and 'methods' of an [[experiment]] need at least one value each", "methods")
         datasets = [_name(cfg, "dataset", d, DATASETS, "datasets", canonical_name) for d in _as_list(exp["datasets"])]
         parts = [_name(cfg, "partition", p, PARTITIONS, "partitions") for p in _as_list(exp.get("partitions", "louvain"))]
-        betas = [float(b) for b in _as_list(exp.get("beta", 0.5))]
-        if any(not (b > 0 and math.isfinite(b)) for b in betas):
-            raise cfg.error(f"beta must be > 0, got {exp.get('beta')!r}", "beta")
-        clients = _ints(cfg, "clients", exp.get("clients", 10), 2)
+        betas = V.positive_reals(cfg, "beta", exp.get("beta", 0.5))
+        clients = V.clients(cfg, exp.get("clients", 10))
         seeds = _seeds(cfg, "seeds", exp.get("seeds", base_seeds))
         data_seeds = _seeds(cfg, "data_seed", exp.get("data_seed", base_data_seeds))  # one draw each
         batch = _ints(cfg, "seed_batch", exp.get("seed_batch", base_batch if base_batch is not None else len(seeds)), 1)[0]
         methods = [_name(cfg, "method", str(m).lower(), known_methods, "methods") for m in _as_list(exp["methods"])]
+        if len(set(methods)) != len(methods):
+            raise cfg.error(f"methods: duplicated value(s) {sorted({m for m in methods if methods.count(m) > 1})}", "methods")
         methods += [str(m).lower() for m in _as_list(exp.get("methods_if_available", []))
                     if str(m).lower() in known_methods and str(m).lower() not in methods]
         groups = exp.get("method_groups") or [methods]
         groups = [[_name(cfg, "method", str(m).lower(), methods, "method_groups") for m in _as_list(g)] for g in groups]
+        if any(not g for g in groups):
+            raise cfg.error("method_groups: every group needs at least one method", "method_groups")
         variants = [_name(cfg, "PACE variant", v, PACE_VARIANTS, "pace_variants") for v in _as_list(exp.get("pace_variants", "full"))]
-        ranks = _ints(cfg, "ranks", exp.get("ranks", 6), 0)
-        options = {"train": exp.get("train", {}), "method_params": exp.get("method_params", {})}
+        if not variants:
+            raise cfg.error("pace_variants needs at least one value, got []", "pace_variants")
+        ranks = V.ranks(cfg, exp.get("ranks", 6))
+        options = {"train": V.table_option(cfg, exp, "train", TrainConfig, "[experiment.train]"),
+                   "method_params": dict(V.method_params(cfg, exp.get("method_params", {})))}
         _method_params(cfg, options["method_params"], {"pace": ("variants", "ranks")})  # pace_variants, ranks
-        if options["train"]:
-            try:
-                config_from_mapping(TrainConfig, options["train"], "[experiment.train]")
-            except ConfigError as exc:
-                raise cfg.error(str(exc), "train") from None
-        for d in datasets:
-            for p in parts:
-                for b in (betas if p == "dirichlet" else [None]):
-                    for k in clients:
-                        for ds in data_seeds:
-                            for sb in _batches(seeds, batch):
-                                for g in groups:
-                                    cells.append(Cell("protocol", d, p, k, b, ds, sb, tuple(g), tuple(variants),
-                                                      tuple(ranks), json.dumps(options, sort_keys=True)))
+        n_parts = sum(len(betas) if p == "dirichlet" else 1 for p in parts)
+        count += len(datasets) * n_parts * len(clients) * len(data_seeds) * len(_batches(seeds, batch)) * len(groups)
+        V.check_cell_count(cfg, count)
+        specs.append(("protocol", datasets, parts, betas, clients, data_seeds, seeds, batch, groups, variants, ranks,
+                      json.dumps(options, sort_keys=True)))
     for sp in spears:
         _check_keys(cfg, sp, SPEAR_KEYS, "[[spear]]")
-        if "datasets" not in sp:
+        if "datasets" not in sp or not _as_list(sp["datasets"]):
             raise cfg.error("every [[spear]] needs 'datasets'", "spear")
         datasets = [_name(cfg, "dataset", d, DATASETS, "datasets", canonical_name) for d in _as_list(sp["datasets"])]
         variants = [_name(cfg, "SPEAR variant", v, SPEAR_VARIANTS, "variants") for v in _as_list(sp.get("variants", list(SPEAR_VARIANTS)))]
+        if not variants:
+            raise cfg.error("variants needs at least one value, got []", "variants")
         seeds = _seeds(cfg, "seeds", sp.get("seeds", [2024, 2025, 2026]))
         batch = _ints(cfg, "seed_batch", sp.get("seed_batch", len(seeds)), 1)[0]
+        betas = V.positive_reals(cfg, "beta", sp.get("beta", 0.05))
+        clients = V.clients(cfg, sp.get("clients", 10))
+        for key in ("robustness", "efficiency"):
+            if key in sp:
+                V.flag(cfg, key, sp[key])
+        for key in ("rho", "eta"):
+            if key in sp:
+                V.unit_real(cfg, key, sp[key])
+        if "rounds" in sp:
+            V.rounds(cfg, sp["rounds"])
+        if "local_epochs" in sp:
+            V.rounds(cfg, sp["local_epochs"], "local_epochs")
+        if "run_seed" in sp:
+            V.seed(cfg, "run_seed", sp["run_seed"])
+        if "method_params" in sp:
+            V.method_params(cfg, sp["method_params"])
+        if "train" in sp:
+            V.table_option(cfg, sp, "train", TrainConfig, "[spear.train]")
         opts = {k: sp[k] for k in sorted(config_keys(SpearConfig) | {"robustness", "rho", "eta", "scope", "efficiency", "rounds",
                                                                       "run_seed", "local_epochs", "method_params", "train"})
                 if k in sp}
@@ -252,21 +274,37 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None) -> list[
         except ConfigError as exc:
             raise cfg.error(str(exc), "spear") from None
         compared = [str(m).lower() for m in _as_list(sp.get("methods", ["spear"]))]
+        if not compared:
+            raise cfg.error("methods needs at least one value, got []", "methods")
         for m in compared:
             if m != "spear":
                 _name(cfg, "method", m, known_methods, "methods")
         _method_params(cfg, opts.get("method_params"), {"*": ("rounds", "local_epochs")})
-        if "train" in opts:
-            try:
-                config_from_mapping(TrainConfig, opts["train"], "[spear.train]")
-            except ConfigError as exc:
-                raise cfg.error(str(exc), "train") from None
-        for d in datasets:
-            for b in _as_list(sp.get("beta", 0.05)):
-                for k in _ints(cfg, "clients", sp.get("clients", 10), 2):
-                    for sb in _batches(seeds, batch):
-                        cells.append(Cell("spear", d, "dirichlet", k, float(b), sb[0], sb, tuple(compared), tuple(variants),
-                                          (0,), json.dumps(opts, sort_keys=True)))
+        count += len(datasets) * len(betas) * len(clients) * len(_batches(seeds, batch))
+        V.check_cell_count(cfg, count)
+        specs.append(("spear", datasets, betas, clients, seeds, batch, compared, variants, json.dumps(opts, sort_keys=True)))
+    data = preflight.fingerprints({d for spec in specs for d in spec[1]}, data_root or grid.get("data_root")) if fingerprints else {}
+    cells: list[Cell] = []
+    for spec in specs:
+        if spec[0] == "protocol":
+            _, datasets, parts, betas, clients, data_seeds, seeds, batch, groups, variants, ranks, options = spec
+            for d in datasets:
+                for p in parts:
+                    for b in (betas if p == "dirichlet" else [None]):
+                        for k in clients:
+                            for ds in data_seeds:
+                                for sb in _batches(seeds, batch):
+                                    for g in groups:
+                                        cells.append(Cell("protocol", d, p, k, b, ds, sb, tuple(g), tuple(variants),
+                                                          tuple(ranks), options, data.get(d, "")))
+        else:
+            _, datasets, betas, clients, seeds, batch, compared, variants, opts = spec
+            for d in datasets:
+                for b in betas:
+                    for k in clients:
+                        for sb in _batches(seeds, batch):
+                            cells.append(Cell("spear", d, "dirichlet", k, b, sb[0], sb, tuple(compared), tuple(variants),
+                                              (0,), opts, data.get(d, "")))
     keys = [c.key for c in cells]
     if len(set(keys)) != len(keys):  # repeated entries are run once
         cells = list({c.key: c for c in cells}.values())
@@ -314,15 +352,16 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
     (default: the error stops the grid; finished cells stay saved either way).
     """
     cfg = config if isinstance(config, GridConfig) else load_config(config)
-    cells = expand(cfg, known_methods)
+    cells = expand(cfg, known_methods, data_root=data_root)
     grid = cfg.raw.get("grid", {})
-    strict = bool(grid.get("strict", False)) if strict is None else strict
+    strict = grid.get("strict", False) if strict is None else strict
     data_root = data_root or grid.get("data_root")
     device = device or grid.get("device", "auto")
     from pace_nb.core.config import resolve_device
 
     if executor is None:  # an unknown or absent device fails before any cell (Ray workers judge their own)
         resolve_device(device)
+    preflight.check_memory(cells, data_root, device if executor is None else "cpu")
     store = store or ResultsStore()
     status, todo = {}, []
     for cell in cells:
@@ -332,7 +371,7 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
         rec = dict(key=cell.key, label=cell.label, status="planned", rows=None, seconds=None)
         if why:
             rec.update(status=f"not run: {why}", rows=0)
-        elif store.has(cell.key):
+        elif store.has(cell.key) or preflight.legacy_done(store, cell):
             rec.update(status="done")
         else:
             todo.append(cell)

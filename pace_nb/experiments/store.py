@@ -36,7 +36,7 @@ import pandas as pd
 
 from pace_nb.core import config
 from pace_nb.core.errors import BusyError, ConfigError, DataCorruptionError
-from pace_nb.core.io import atomic_write_bytes, atomic_write_json
+from pace_nb.core.io import NotRegularFileError, atomic_write_bytes, atomic_write_json, read_regular_bytes
 
 from pace_nb.core.schema import (COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, KEY_COLUMNS, REQUIRED,  # noqa: F401
                                     SETTING, STR_COLUMNS)
@@ -203,20 +203,39 @@ class ResultsStore:
 
     def keys(self) -> list[str]:
         """Keys of the committed cells (those with a manifest entry), sorted."""
-        if not self.cells_dir.is_dir():
+        if not self.cells_dir.exists():
             return []
+        if not self.cells_dir.is_dir():
+            raise ConfigError(f"results store {self.root}: {self.cells_dir} is a file, not the folder of cells; "
+                              f"give the folder of a results store")
         return sorted(p.stem for p in self.cells_dir.glob("*.json") if not p.name.startswith("."))
+
+    def identity(self) -> str:
+        """The store's identity: a hash of its committed cells' keys and CSV checksums (16 hex). Two
+        stores holding the same cells have the same identity; adding, removing or recomputing a
+        cell changes it (a report names the store it was generated from by it)."""
+        return stable_key(sorted((k, str(self._manifest(k)["sha256"])) for k in self.keys()))
 
     def _manifest(self, key: str) -> dict:
         meta_path = self._paths(key)[1]
         try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            meta = json.loads(read_regular_bytes(meta_path).decode("utf-8"))
             if not isinstance(meta, dict) or not {"sha256", "rows"} <= meta.keys():
                 raise ValueError("missing sha256/rows")
+        except PermissionError:
+            raise ConfigError(f"results manifest {meta_path} cannot be read by this user (permission denied); the "
+                              f"file is not damaged: ask the store's owner to make it readable (chmod a+r)") from None
+        except NotRegularFileError:
+            raise DataCorruptionError(f"results manifest {meta_path} is not a regular file (a FIFO, device or "
+                                      f"folder); it was not opened — remove it from the store") from None
         except (ValueError, OSError) as exc:
             raise DataCorruptionError(f"results manifest {meta_path} is unreadable ({exc}); delete it "
                                       f"(and {meta_path.with_suffix('.csv').name}) to recompute that cell") from None
         return meta
+
+    def manifest(self, key: str) -> dict:
+        """The manifest entry of committed cell ``key`` (sha256, rows, the cell's parameters, ...)."""
+        return self._manifest(key)
 
     def _read_cell(self, key: str) -> pd.DataFrame:
         """The cell's rows; on a mismatch, wait for a writer holding its lock and read again."""
@@ -244,9 +263,15 @@ class ResultsStore:
         meta = self._manifest(key)
         hint = f"; delete {csv_path} and {meta_path.name} (or ResultsStore.discard({key!r})) and rerun to recompute it"
         try:
-            data = csv_path.read_bytes()
+            data = read_regular_bytes(csv_path)
         except FileNotFoundError:
             raise DataCorruptionError(f"results file {csv_path} is missing but listed in its manifest{hint}") from None
+        except PermissionError:
+            raise ConfigError(f"results file {csv_path} cannot be read by this user (permission denied); the file "
+                              f"is not damaged: ask the store's owner to make it readable (chmod a+r)") from None
+        except NotRegularFileError:
+            raise DataCorruptionError(f"results file {csv_path} is not a regular file (a FIFO, device or folder); "
+                                      f"it was not opened{hint}") from None
         if hashlib.sha256(data).hexdigest() != meta["sha256"]:
             raise DataCorruptionError(f"results file {csv_path} is corrupted or truncated (checksum mismatch){hint}")
         try:
@@ -277,12 +302,14 @@ class ResultsStore:
         return True
 
     def cells(self) -> pd.DataFrame:
-        """One row per committed cell: key, rows, written, wall seconds, and the cell's parameters."""
+        """One row per committed cell: key, rows, written, wall seconds, the cell's parameters and
+        its ``setting_key`` (the key without the data fingerprint: a config's cells match on it)."""
         recs = []
         for key in self.keys():
             meta = self._manifest(key)
             recs.append({"key": key, "rows": meta["rows"], "written": meta.get("written"),
-                         "wall_seconds": meta.get("seconds"), **(meta.get("cell") or {})})
+                         "wall_seconds": meta.get("seconds"), **(meta.get("cell") or {}),
+                         "setting_key": setting_key(key, meta.get("cell"))})
         return pd.DataFrame(recs)
 
     def load(self, dedupe: bool = True, **filters) -> pd.DataFrame:
@@ -292,6 +319,7 @@ class ResultsStore:
         group) are kept once (``dedupe``); rows that differ in ``params`` are both kept.
         """
         keys = self.keys()
+        check_data_versions({k: self._manifest(k).get("cell") for k in keys})
         frames = [self._read_cell(k).assign(_cell=k) for k in keys]
         frame = normalize_rows(pd.concat(frames, ignore_index=True) if frames
                                else pd.DataFrame(columns=list(COLUMNS) + ["_cell"]))
@@ -308,6 +336,37 @@ class ResultsStore:
         """Per-receiver rows (``receiver >= 0``) for harm diagnostics."""
         frame = self.load(**filters)
         return frame[frame["receiver"] >= 0].reset_index(drop=True)
+
+
+#: Fields of a cell's description that are not part of its setting (what is computed on which data).
+_NOT_SETTING = ("key", "label", "data")
+
+
+def setting_key(key: str, cell: Mapping | None) -> str:
+    """The key of a stored cell's setting: a cell with a data fingerprint is keyed by it too
+    (:attr:`~pace_nb.experiments.cells.Cell.setting_key` of the same cell); one without is its key."""
+    if not isinstance(cell, Mapping) or not cell.get("data"):
+        return key
+    return stable_key({k: v for k, v in cell.items() if k not in _NOT_SETTING})
+
+
+def check_data_versions(cells: Mapping[str, Mapping | None]) -> None:
+    """Raise :class:`DataCorruptionError` when two cells (key → the ``cell`` of its manifest) hold
+    one setting computed on two versions of the raw data (``cell["data"]``, the data fingerprint).
+
+    Cells written before fingerprints were recorded (no ``data``) are taken to be computed on the
+    current raw files and never conflict."""
+    seen: dict[str, tuple[str, str]] = {}
+    for key, cell in cells.items():
+        if not isinstance(cell, Mapping) or not cell.get("data"):
+            continue
+        setting = setting_key(key, cell)
+        other = seen.setdefault(setting, (key, str(cell["data"])))
+        if other[1] != str(cell["data"]):
+            raise DataCorruptionError(
+                f"mixed data versions: cells {other[0]} and {key} hold the same setting "
+                f"({cell.get('label') or cell.get('dataset')}) computed on different raw data (fingerprints "
+                f"{other[1]} and {cell['data']}); remove the cell of the old data (ResultsStore.discard(key)) before reading")
 
 
 def collapse_duplicates(frame: pd.DataFrame) -> pd.DataFrame:

@@ -137,6 +137,12 @@ def run_protocol(
     fg = federation(dataset, partition=partition, num_clients=num_clients, data_seed=data_seed, beta=beta,
                     data_root=data_root) if isinstance(dataset, str) else dataset
     train_config = train_config or (local.config if local is not None else TrainConfig())
+    if local is None and any("local" in s.needs for s in specs):  # before anything is allocated
+        from pace_nb.core.config import resolve_device
+        from pace_nb.core.limits import check_training_memory
+
+        check_training_memory(len(seeds) * fg.num_clients, fg.num_features, train_config.hidden, fg.num_classes,
+                              resolve_device(device))
     logits = None
     if local is not None:
         if tuple(local.seeds) != seeds:

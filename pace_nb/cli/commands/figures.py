@@ -76,6 +76,10 @@ def run(args) -> int:
             check_output_dir(folder, what)
     if args.json:
         check_output_file(args.json, "--json")
+    if args.timeout < 1:
+        from pace_nb.core.errors import ConfigError
+
+        raise ConfigError(f"--timeout must be a number of seconds >= 1, got {args.timeout}")
     runs = run_notebooks(args.only, quick=args.quick, datasets=datasets, force=args.force,
                          figures_dir=figures_dir, build_dir=args.build, data_root=args.data_root,
                          results_dir=args.results, timeout=args.timeout, recompute=args.recompute,

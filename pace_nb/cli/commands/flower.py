@@ -91,6 +91,10 @@ def run(args) -> int:
     from pace_nb.flower.simulate import require_flwr
 
     require_flwr()
+    if args.json:  # before any work: a bad target must not cost the run
+        from pace_nb.core.io import check_output_file
+
+        check_output_file(args.json, "--json")
     fg = _federation(args)
     kw = {} if args.seed is None else {"seed": args.seed}
     settings = FlowerSettings(method=args.method, num_clients=fg.num_clients, rank=args.rank, variant=args.variant,

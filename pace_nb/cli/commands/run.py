@@ -109,6 +109,8 @@ def run(args) -> int:
     variants = list(check_names(str(args.variants).split(","), "--variants"))
     _check_known(methods, variants)
     check_clients(args.clients, "--clients")
+    if args.beta is not None and not (math.isfinite(args.beta) and args.beta > 0):
+        raise ConfigError(f"--beta must be a finite number > 0, got {args.beta}")
     resolve_device(args.device)
     if args.store and args.results and args.store != args.results:
         raise ConfigError(f"--store {args.store} and --results {args.results} name two stores; give one")
@@ -117,7 +119,9 @@ def run(args) -> int:
         check_output_dir(store_dir, "--store")
     if args.json:
         check_output_file(args.json, "--json")
-    from pace_nb.data.datasets import canonical_name
+    from pace_nb.data.datasets import canonical_name, data_fingerprint
+
+    fingerprint = data_fingerprint(args.dataset, args.data_root) if store_dir else ""  # the cell's data version
 
     config = {"dataset": canonical_name(args.dataset), "partition": str(args.partition).lower(), "num_clients": args.clients,
               "beta": args.beta, "seeds": seeds, "data_seed": args.data_seed, "ranks": ranks,
@@ -137,7 +141,7 @@ def run(args) -> int:
         print(f"note: rank {r} is >= the attainable rank of every weight matrix, so every carrier was "
               f"sent dense (communication >= 100 % of the dense model)")
     if store_dir:
-        stored, key = _store(rows, store_dir, {**config, "train": asdict(TrainConfig())})
+        stored, key = _store(rows, store_dir, {**config, "train": asdict(TrainConfig()), "data": fingerprint})
         print(f"rows stored in {stored} (cell {key})")
     if args.json:
         from pace_nb.core.io import atomic_write_json
@@ -163,7 +167,8 @@ def _check_known(methods: list[str], variants: list[str]) -> None:
 
 
 def _store(rows: pd.DataFrame, path, config: dict):
-    """One cell keyed by every input that changes a number (the device is recorded, not keyed)."""
+    """One cell keyed by every input that changes a number, the raw data's fingerprint (``data``)
+    included (the device is recorded, not keyed)."""
     from pace_nb.experiments.store import ResultsStore, stable_key
 
     cell = {"command": "run", **config}

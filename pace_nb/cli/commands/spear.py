@@ -143,8 +143,16 @@ def run(args) -> int:
 
     seeds = list(check_seeds(int_list(args.seeds, "--seeds"), "--seeds"))
     check_clients(args.clients, "--clients")
-    if args.rounds < 1:
-        raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
+    import math
+
+    from pace_nb.core.limits import MAX_ROUNDS, check_count
+    from pace_nb.core.validation import check_seed
+
+    if not (math.isfinite(args.beta) and args.beta > 0):
+        raise ConfigError(f"--beta must be a finite number > 0, got {args.beta}")
+    check_count(args.rounds, "--rounds", MAX_ROUNDS)
+    if args.run_seed is not None:
+        check_seed(args.run_seed, "--run-seed")
     sec = section(args, seeds)
     cfg = GridConfig({"grid": {"name": "pace-nb spear"}, "spear": [sec]}, path="pace-nb spear")
     try:
