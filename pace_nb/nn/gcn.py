@@ -191,13 +191,17 @@ class _BatchedLinear(torch.autograd.Function):
         return dh, dw
 
 
-def _block_diag_csr(blocks: Sequence[Tensor], row_step: int, col_step: int, shape: tuple[int, int]) -> Tensor:
-    """Block-diagonal CSR of coalesced COO ``blocks``; block b starts at (b·row_step, b·col_step).
+def _block_diag_csr(blocks: Sequence[Tensor], row_step: int | Sequence[int], col_step: int | Sequence[int],
+                    shape: tuple[int, int]) -> Tensor:
+    """Block-diagonal CSR of coalesced COO ``blocks``; block b starts at (b·row_step, b·col_step), or at
+    (row_step[b], col_step[b]) when offsets are given per block (the ragged layout).
 
     Concatenating coalesced blocks in order keeps (row, col) sorted, so no global sort is needed.
     """
-    rows = torch.cat([m.indices()[0] + b * row_step for b, m in enumerate(blocks)])
-    cols = torch.cat([m.indices()[1] + b * col_step for b, m in enumerate(blocks)])
+    ro = row_step if not isinstance(row_step, int) else [b * row_step for b in range(len(blocks))]
+    co = col_step if not isinstance(col_step, int) else [b * col_step for b in range(len(blocks))]
+    rows = torch.cat([m.indices()[0] + ro[b] for b, m in enumerate(blocks)])
+    cols = torch.cat([m.indices()[1] + co[b] for b, m in enumerate(blocks)])
     vals = torch.cat([m.values() for m in blocks])
     crow = torch.zeros(shape[0] + 1, dtype=torch.long)
     crow[1:] = torch.bincount(rows, minlength=shape[0]).cumsum(0)

@@ -30,7 +30,9 @@ from pace_nb.core.errors import ConfigError, NumericalError
 from pace_nb.core.validation import Interval, check_seeds, validate_params
 from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params,
-                     propagation_matrix, stack_params)
+                            propagation_matrix, stack_params)
+from pace_nb.nn.optim import AdamState, make_optimizer
+from pace_nb.nn.ragged import ragged_forward, ragged_graphs
 
 
 @dataclass(frozen=True)
@@ -93,19 +95,31 @@ def _check_inputs(clients, init: Params, model_seeds, client_of, config: TrainCo
     return b
 
 
-def _bytes_per_model(client: ClientGraph, hidden: int, num_classes: int, n_params: int, nmax: int) -> int:
+def _feature_nnz(client: ClientGraph, memo: dict) -> int:
+    """Non-zero feature count of one client, counted once per ``memo`` (a per-federation invariant)."""
+    key = ("nnz", id(client))
+    if key not in memo:
+        memo[key] = (int((client.x != 0).sum()), client)  # the client is held so its id stays unique
+    return memo[key][0]
+
+
+def _bytes_per_model(client: ClientGraph, hidden: int, num_classes: int, n_params: int, rows: int,
+                     memo: dict) -> int:
     """Rough peak bytes one model adds to a chunk: params + grad + 2 Adam states, its share of the
-    block-diagonal X, Xᵀ, P, Pᵀ (index + value per entry) and its padded activations."""
-    nnz_x = int((client.x != 0).sum())
+    block-diagonal X, Xᵀ, P, Pᵀ (index + value per entry) and its activations (``rows``: the
+    client's own nodes, or the padded size)."""
     nnz_p = int(client.edge_index.shape[1]) + client.num_nodes
-    return 4 * 4 * n_params + 2 * 12 * (nnz_x + nnz_p) + 4 * nmax * (8 * hidden + 6 * num_classes)
+    return 4 * 4 * n_params + 2 * 12 * (_feature_nnz(client, memo) + nnz_p) + 4 * rows * (8 * hidden + 6 * num_classes)
 
 
-def _auto_batch(clients, client_of, init: Params, config: TrainConfig, device: torch.device, nmax: int) -> int:
-    """Largest chunk whose estimated footprint stays below 40 % of the free (device) memory."""
+def _auto_batch(clients, client_of, init: Params, config: TrainConfig, device: torch.device, nmax: int | None,
+                memo: dict) -> int:
+    """Largest chunk whose estimated footprint stays below 40 % of the free (device) memory
+    (``nmax`` None: the ragged layout, each model's own rows)."""
     n_params = sum(int(v[0].numel()) for v in init.values())
     c = int(init["conv2.weight"].shape[1])
-    per = max(_bytes_per_model(clients[k], config.hidden, c, n_params, nmax) for k in set(client_of))
+    per = max(_bytes_per_model(clients[k], config.hidden, c, n_params, nmax or clients[k].num_nodes, memo)
+              for k in set(client_of))
     if device.type == "cuda":
         free = torch.cuda.mem_get_info(device)[0]
     else:
@@ -118,85 +132,28 @@ def _auto_batch(clients, client_of, init: Params, config: TrainConfig, device: t
     return max(1, int(0.4 * free // max(per, 1)))
 
 
-class _ModelwiseAdam:
-    """``torch.optim.Adam`` (L2 weight decay) on batched tensors, applied model by model.
-
-    With a fused kernel (``torch._fused_adam_``, the kernel behind ``Adam(fused=True)``) every
-    model's slice is its own tensor in ONE multi-tensor call: the CPU kernel's vector/scalar split
-    and thread chunks then depend only on the model's own size, so a model's update is bitwise
-    the same whatever else shares the batch (a whole-tensor fused step is not: its float tail
-    and thread boundaries move with B). Without a fused kernel: plain single-tensor Adam.
-    """
-
-    def __init__(self, params: list[Tensor], config: TrainConfig):
-        self.params, self.config = params, config
-        self.fused = _fused_available(params[0].device)
-        if self.fused:
-            m = [torch.zeros_like(p) for p in params]
-            v = [torch.zeros_like(p) for p in params]
-            self.t = torch.zeros((), dtype=torch.float32, device=params[0].device)
-            # per-model views, made once (the storages never move)
-            self.slices = [[u for x in xs for u in x.unbind(0)] for xs in (params, m, v)]
-        else:
-            self.opt = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay, foreach=False)
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-    @torch.no_grad()
-    def step(self) -> None:
-        if not self.fused:
-            self.opt.step()
-            return
-        ps, ms, vs = self.slices
-        gs = [u for p in self.params for u in (p.grad if p.grad is not None else torch.zeros_like(p)).unbind(0)]
-        self.t += 1
-        torch._fused_adam_(ps, gs, ms, vs, [], [self.t] * len(ps), lr=self.config.lr, beta1=0.9, beta2=0.999,
-                           weight_decay=self.config.weight_decay, eps=1e-8, amsgrad=False, maximize=False)
-
-
-class _ModelwiseSGD:
-    """``torch.optim.SGD`` (momentum, L2 weight decay) on batched tensors: elementwise, so every
-    model's update is bitwise independent of the batch (FedNova's momentum-SGD diagnostic)."""
-
-    def __init__(self, params: list[Tensor], config: TrainConfig, momentum: float = 0.9, lr: float | None = None):
-        self.params = params
-        self.opt = torch.optim.SGD(params, lr=config.lr if lr is None else float(lr), momentum=float(momentum),
-                                   weight_decay=config.weight_decay, foreach=False)
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-    def step(self) -> None:
-        self.opt.step()
-
-
-def _optimizer(params: list[Tensor], config: TrainConfig, optimizer: dict | None):
-    """Adam (default, :class:`_ModelwiseAdam`) or ``{"name": "sgd", "momentum": ρ, "lr": η}``."""
-    if not optimizer:
-        return _ModelwiseAdam(params, config)
-    spec = dict(optimizer)
-    if spec.pop("name", None) != "sgd":
-        raise ConfigError(f"unknown local optimizer {optimizer!r}; valid: None (Adam) or {{'name': 'sgd', ...}}")
-    return _ModelwiseSGD(params, config, **spec)
-
-
-def _fused_available(device: torch.device) -> bool:
-    try:
-        x = torch.zeros(2, device=device)
-        torch._fused_adam_([x], [x.clone()], [x.clone()], [x.clone()], [], [torch.ones((), device=device)],
-                           lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
-        return True
-    except (RuntimeError, NotImplementedError, AttributeError):  # pragma: no cover - device without the kernel
-        return False
+def _layout(clients, props, client_of, nmax: int | None, sparse: bool, device, layouts: dict | None):
+    """The chunk's batched graphs — ragged (``nmax`` None) or padded to ``nmax`` — and each model's row
+    offset; with ``layouts`` built once and reused while the chunk's clients are the same."""
+    key = ("layout", tuple(client_of), nmax, sparse, str(device))
+    g = layouts.get(key) if layouts is not None else None
+    if g is None:
+        xs, ps = [clients[k].x for k in client_of], [props[k] for k in client_of]
+        g = (ragged_graphs(xs, ps, sparse=sparse, device=device) if nmax is None
+             else batch_graphs(xs, ps, nmax, sparse=sparse, device=device))
+        if layouts is not None:
+            for stale in [k for k in layouts if k[0] == "layout"]:  # one layout held at a time
+                del layouts[stale]
+            layouts[key] = g
+    offsets = g.offsets if nmax is None else [i * nmax for i in range(len(client_of))]
+    return g, offsets
 
 
 def _train_chunk(clients, props, init: Params, seeds, client_of, models, config: TrainConfig, extra_loss,
-                 device: torch.device, show: bool, nmax: int, sparse: bool, record: bool, optimizer=None,
-                 layouts: dict | None = None):
-    """Train one chunk of models for ``config.epochs``; returns (params on CPU, curves [E, B, 2] or None)."""
+                 device: torch.device, show: bool, nmax: int | None, sparse: bool, record: bool, optimizer=None,
+                 layouts: dict | None = None, state: AdamState | None = None, ids=None):
+    """Train one chunk of models for ``config.epochs``; returns (params on CPU, curves [E, B, 2] or None).
+    ``nmax`` None: the ragged layout (:mod:`pace_nb.nn.ragged`), else every client padded to ``nmax``."""
     b = len(models)
     # layer-1 weights/masks are stored transposed ([B, F, H]) so the block-diagonal product needs no copy
     # (layer 2 keeps [B, C, H]: bmm is faster with it); Adam is elementwise, layout changes no value.
@@ -204,41 +161,37 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     store = {k: (v.transpose(1, 2) if flip[k] else v).to(device, torch.float32).contiguous().requires_grad_(True)
              for k, v in init.items()}
     params = {k: (v.transpose(1, 2) if flip[k] else v) for k, v in store.items()}
-    opt = _optimizer(list(store.values()), config, optimizer)
-    key = ("layout", tuple(client_of), nmax, sparse, str(device))
-    g = layouts.get(key) if layouts is not None else None
-    if g is None:
-        g = batch_graphs([clients[k].x for k in client_of], [props[k] for k in client_of], nmax,
-                         sparse=sparse, device=device)
-        if layouts is not None:
-            for stale in [k for k in layouts if k[0] == "layout"]:  # one padded layout held at a time
-                del layouts[stale]
-            layouts[key] = g
+    opt = make_optimizer(list(store.values()), config, optimizer, list(store), state, ids)
+    g, offsets = _layout(clients, props, client_of, nmax, sparse, device, layouts)
     sizes = g.sizes
+    rows_total = sum(sizes) if nmax is None else b * nmax
     tr_idx, tr_y, tr_w, tr_m = [], [], [], []
     for i, k in enumerate(client_of):
         rows = clients[k].train_mask.nonzero().view(-1)
-        tr_idx.append(rows + i * nmax)
+        tr_idx.append(rows + offsets[i])
         tr_y.append(clients[k].y[rows])
         tr_w.append(torch.full((len(rows),), 1.0 / len(rows)))
         tr_m.append(torch.full((len(rows),), i))
     tr_idx, tr_y, tr_w, tr_m = (torch.cat(t).to(device) for t in (tr_idx, tr_y, tr_w, tr_m))
     gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
-    masks = torch.zeros(b, nmax, config.hidden, device=device) if config.dropout > 0 else None
+    masks = torch.zeros(rows_total, config.hidden, device=device) if config.dropout > 0 else None
     curves = torch.zeros(config.epochs, b, 2, device=device) if record else None
     first_bad = torch.full((), -1, dtype=torch.long, device=device)  # first epoch with a non-finite loss
+    forward = ragged_forward if nmax is None else batched_forward
+    fmasks = masks if masks is None or nmax is None else masks.view(b, nmax, config.hidden)
     for epoch in _progress(range(config.epochs), show, desc=f"train {b} models"):
         opt.zero_grad()
         if masks is not None:
-            for i, n in enumerate(sizes):
-                dropout_mask((n, config.hidden), config.dropout, gens[i], device, out=masks[i, :n])
-        z, h, pre = batched_forward(params, g, dropout_masks=masks, with_pre=True)
-        zt = z.view(b * nmax, -1)[tr_idx]
+            for o, n, gen in zip(offsets, sizes, gens):
+                dropout_mask((n, config.hidden), config.dropout, gen, device, out=masks[o:o + n])
+        z, h, pre = (t.reshape(rows_total, -1) for t in forward(params, g, dropout_masks=fmasks, with_pre=True))
+        zt = z[tr_idx]
         ce = F.cross_entropy(zt, tr_y, reduction="none")
         loss = (ce * tr_w).sum()
         if extra_loss is not None:
-            step = TrainStep(params, [h[i, :n] for i, n in enumerate(sizes)], [z[i, :n] for i, n in enumerate(sizes)],
-                             list(models), list(client_of), epoch, [pre[i, :n] for i, n in enumerate(sizes)])
+            seg = [slice(o, o + n) for o, n in zip(offsets, sizes)]
+            step = TrainStep(params, [h[r] for r in seg], [z[r] for r in seg], list(models), list(client_of), epoch,
+                             [pre[r] for r in seg])
             loss = loss + extra_loss(step)
         with torch.no_grad():  # on-device flag: no host sync per epoch
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), epoch, first_bad)
@@ -250,6 +203,8 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
                 curves[epoch, :, 1].index_add_(0, tr_m, (zt.argmax(1) == tr_y).float() * tr_w)
     out = {k: (v.detach().transpose(1, 2) if flip[k] else v.detach()).contiguous().cpu() for k, v in store.items()}
     _check_finite(int(first_bad), out, models, config)
+    if state is not None:
+        opt.save(state)
     return out, (curves.cpu() if record else None)
 
 
@@ -270,17 +225,25 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
                  extra_loss: Callable[[TrainStep], Tensor] | None = None, device="auto",
                  record: bool = False, progress: bool = True,
                  max_batch: int | None = None, _pad_to: int | None = None,
-                 optimizer: dict | None = None, layouts: dict | None = None) -> tuple[Params, pd.DataFrame | None]:
+                 optimizer: dict | None = None, layouts: dict | None = None, ragged: bool = True,
+                 optimizer_state: AdamState | None = None,
+                 _ids: Sequence[int] | None = None) -> tuple[Params, pd.DataFrame | None]:
     """Train B independent GCNs: model b on ``clients[client_of[b]]`` from ``init[b]`` with
     dropout generator seeded ``model_seeds[b]`` (full-batch CE on the train mask; validation
     and test nodes are never read); ``optimizer`` None = Adam, ``{"name": "sgd", ...}`` = SGD. Returns the last-epoch Params (batched, CPU) and, with
     ``record``, a tidy DataFrame ``model, epoch, loss, train_acc`` (training-mode, pre-step).
     ``layouts``: a dict kept by the caller across calls on the SAME (unchanged) clients — e.g. the
-    rounds of one federated run — that holds their propagation matrices and padded layouts, so they
-    are built once (the values are identical, so results are too).
+    rounds of one federated run — that holds their propagation matrices, layouts and feature counts,
+    so they are built once (the values are identical, so results are too).
+    ``ragged`` (default): products over each client's own rows (:mod:`pace_nb.nn.ragged`); False: the
+    padded layout (every client padded to the largest, or to ``_pad_to``).
+    ``optimizer_state``: a dict kept by the caller across calls — Adam's moments and step count of
+    model b are read from and written to ``optimizer_state[b]`` (a missing entry starts fresh), so
+    e.g. the rounds of a federated run continue each client's Adam; None = a fresh Adam per call.
     """
     b = _check_inputs(clients, init, model_seeds, client_of, config)
     client_of = [int(k) for k in client_of]
+    ids = list(range(b)) if _ids is None else [int(i) for i in _ids]
     empty = sorted({k for k in client_of if int(clients[k].train_mask.sum()) == 0})
     if empty:
         # A client without training nodes (e.g. a tiny Dirichlet client) cannot train: its models
@@ -294,8 +257,9 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
             sub, frame = train_models(clients, {n: v[keep] for n, v in init.items()}, [model_seeds[i] for i in keep],
                                       [client_of[i] for i in keep], config, extra_loss=_reindexed(extra_loss, keep),
                                       device=device, record=record, progress=progress, max_batch=max_batch,
-                                      _pad_to=max(clients[k].num_nodes for k in set(client_of)), optimizer=optimizer,
-                                      layouts=layouts)
+                                      _pad_to=_pad_to or max(clients[k].num_nodes for k in set(client_of)),
+                                      optimizer=optimizer, layouts=layouts, ragged=ragged,
+                                      optimizer_state=optimizer_state, _ids=[ids[i] for i in keep])
             for n in params:
                 params[n][keep] = sub[n]
             if frame is not None:
@@ -308,12 +272,13 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
         if ("props", k) not in memo:
             memo[("props", k)] = propagation_matrix(clients[k].edge_index, clients[k].num_nodes)
     props = {k: memo[("props", k)] for k in used}
-    nmax = _pad_to or max(clients[k].num_nodes for k in used)  # one padding for every chunk: chunking changes nothing
-    size = max_batch if max_batch is not None else _auto_batch(clients, client_of, init, config, dev, nmax)
+    # padded: one padding for every chunk, so chunking changes nothing; ragged: no padding at all
+    nmax = None if ragged else _pad_to or max(clients[k].num_nodes for k in used)
+    size = max_batch if max_batch is not None else _auto_batch(clients, client_of, init, config, dev, nmax, memo)
     if size < 1:
         raise ConfigError(f"max_batch must be >= 1, got {max_batch}")
     if ("sparse", tuple(used)) not in memo:
-        nnz = sum(int((clients[k].x != 0).sum()) for k in used)
+        nnz = sum(_feature_nnz(clients[k], memo) for k in used)
         memo[("sparse", tuple(used))] = nnz < SPARSE_DENSITY * sum(clients[k].num_nodes for k in used) * \
             int(clients[used[0]].x.shape[1])
     sparse = memo[("sparse", tuple(used))]
@@ -323,7 +288,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
         idx = list(range(start, min(b, start + size)))
         p, cur = _train_chunk(clients, props, {k: v[idx] for k, v in init.items()}, [model_seeds[i] for i in idx],
                               [client_of[i] for i in idx], idx, config, extra_loss, dev, progress, nmax, sparse,
-                              record, optimizer, layouts)
+                              record, optimizer, layouts, optimizer_state, [ids[i] for i in idx])
         out.append(p)
         curves.append(cur)
     params = {k: torch.cat([p[k] for p in out]) for k in out[0]}

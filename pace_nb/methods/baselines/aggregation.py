@@ -49,6 +49,25 @@ def mix(params: Params, weights: Tensor, num_seeds: int, num_clients: int,
     return out
 
 
+def weighted_mean(params: Params, weights: Tensor, num_seeds: int, num_clients: int,
+                  keys: Sequence[str] | None = None) -> Params:
+    """One global model per seed: ``θ_s = Σ_k w_k θ_{s, k}`` (``weights`` [K], e.g. :func:`size_weights`).
+
+    Returns ``[S, ...]`` for ``keys``; :func:`broadcast` hands the same tensor to every receiver, so
+    all receivers of a seed hold bitwise the same model (a per-receiver mix need not: its products
+    may round differently row by row).
+    """
+    w = torch.as_tensor(weights)
+    if w.dim() != 1 or w.shape[0] != num_clients:
+        raise ConfigError(f"global-model weights must be [K={num_clients}], got {tuple(w.shape)}")
+    out = {}
+    for key in (keys if keys is not None else list(params)):
+        v = per_seed(params[key], num_seeds, num_clients)
+        flat = v.reshape(num_seeds, num_clients, -1)
+        out[key] = torch.einsum("k,skd->sd", w.to(flat.dtype), flat).reshape(num_seeds, *v.shape[2:])
+    return out
+
+
 def broadcast(global_params: Params, num_seeds: int, num_clients: int) -> Params:
     """Per-seed global models ``[S, ...]`` → one copy per receiver ``[S*K, ...]``."""
     return {k: v.repeat_interleave(num_clients, dim=0) for k, v in global_params.items()}

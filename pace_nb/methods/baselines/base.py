@@ -8,7 +8,10 @@ runs, for ``r = 1..R`` rounds:
    its start model, all as ONE batch of the batched trainer (:func:`pace_nb.nn.training.train_models`)
    with the method's extra loss :meth:`FederatedMethod.local_loss`. When the method's local
    objective is plain cross-entropy (:meth:`FederatedMethod.plain_local`) and matched
-   :class:`~pace_nb.nn.training.LocalModels` are given, round 1 reuses them (bit-identical);
+   :class:`~pace_nb.nn.training.LocalModels` are given, round 1 reuses them (bit-identical).
+   Each client's Adam is created once and keeps its moments and step count across rounds, only
+   its weights are replaced by the returned model (OpenFGL); ``optimizer_state="restart"`` (a
+   hyperparameter of every method) starts a fresh Adam every round instead;
 2. **upload** — :meth:`FederatedMethod.upload`: statistics a client sends beside its model;
 3. **server** — :meth:`FederatedMethod.aggregate` → one returned Params per receiver;
 4. **return** — :meth:`FederatedMethod.deployed`: the model a receiver evaluates (e.g. FedPub's
@@ -36,7 +39,8 @@ from pace_nb.methods.registry import METHODS, check_method_params, register_meth
 from pace_nb.data.federation import FederatedGraph
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, init_params, stack_params
 from pace_nb.nn.training import LocalModels, TrainConfig, TrainStep, train_models
-from pace_nb.methods.baselines.aggregation import broadcast, mix, nbytes, per_seed, size_weights  # noqa: F401 (re-exported)
+from pace_nb.methods.baselines.aggregation import (broadcast, mix, nbytes, per_seed, size_weights,  # noqa: F401 (re-exported)
+                                                   weighted_mean)
 
 # ----------------------------------------------------------------------------- context
 
@@ -111,6 +115,10 @@ def check_rounds(rounds: Any, local_epochs: Any, owner: str = "federated trainin
     check_param(owner, "local_epochs", local_epochs, [Is(type(None)), Interval(int, 1, None)])
 
 
+#: Local Adam across rounds: kept (OpenFGL, the default) or restarted every round.
+OPTIMIZER_STATES: tuple[str, ...] = ("keep", "restart")
+
+
 def federated_method(cls):
     """Class decorator: register a :class:`FederatedMethod` subclass under ``cls.name`` (and
     ``cls.aliases``) in :data:`pace_nb.methods.registry.METHODS`."""
@@ -156,6 +164,14 @@ class FederatedMethod:
         pass
 
     def __init__(self, **hyper):
+        state = hyper.pop("optimizer_state", "keep")
+        if state not in OPTIMIZER_STATES:
+            raise ConfigError(f"{self.name}: parameter 'optimizer_state' must be one of {', '.join(OPTIMIZER_STATES)}, "
+                              f"got {state!r}")
+        #: ``"keep"``: each client's local Adam keeps its moments and step count across rounds (OpenFGL
+        #: creates it once; only the weights are replaced by the returned model); ``"restart"``: a
+        #: fresh Adam every round.
+        self.optimizer_state = state
         self.cfg = build_config(self.name, self.Config, hyper, merged_constraints(type(self)))
         self.validate()
 
@@ -177,11 +193,13 @@ class FederatedMethod:
 
     @classmethod
     def run_method(cls, fg, local, *, seeds=None, device="auto", progress: bool = True, local_logits=None,
-                   train_config=None, rounds: int = 1, local_epochs: int | None = None, **params):
+                   train_config=None, rounds: int = 1, local_epochs: int | None = None, optimizer_state: str = "keep",
+                   **params):
         """The protocol entry (:mod:`pace_nb.methods.protocol`): train R rounds and evaluate
         native and +CNLL rows; an unknown hyperparameter is a :class:`ConfigError`."""
-        check_method_params(cls.name, {**params, "rounds": rounds, "local_epochs": local_epochs})
-        method = cls(**params)
+        check_method_params(cls.name, {**params, "rounds": rounds, "local_epochs": local_epochs,
+                                       "optimizer_state": optimizer_state})
+        method = cls(optimizer_state=optimizer_state, **params)
         config = train_config or TrainConfig()
         seeds = tuple(local.seeds) if seeds is None else tuple(int(s) for s in seeds)
         if local is None or tuple(local.seeds) != seeds:
@@ -219,9 +237,10 @@ class FederatedMethod:
         return {}
 
     def aggregate(self, ctx: FedContext, trained: Params, stats: dict[str, Any]) -> Params:
-        """Server rule → batched per-receiver Params [S*K]. Default: FedAvg."""
-        w = size_weights(ctx.sizes).unsqueeze(0).expand(ctx.num_clients, -1)
-        return self.with_private(ctx, mix(trained, w, ctx.num_seeds, ctx.num_clients, self.shared_keys), trained)
+        """Server rule → batched per-receiver Params [S*K]. Default: FedAvg (one global model per seed,
+        the same tensor values for every receiver)."""
+        glob = weighted_mean(trained, size_weights(ctx.sizes), ctx.num_seeds, ctx.num_clients, self.shared_keys)
+        return self.with_private(ctx, broadcast(glob, ctx.num_seeds, ctx.num_clients), trained)
 
     def deployed(self, ctx: FedContext, returned: Params) -> Params:
         """The model a receiver evaluates (eval-mode transformation of the returned model)."""
@@ -331,9 +350,12 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
     t0 = time.perf_counter()
     method.prepare(ctx)
     start = method.start_models(ctx, stack_params([w for w in w0 for _ in range(k_n)]))
-    reuse = _reusable(local, fg, seeds, rconf)
+    keep = method.optimizer_state == "keep" and int(rounds) > 1
+    # a reused Local model carries no Adam state, so a kept Adam trains round 1 itself (same numbers)
+    reuse = _reusable(local, fg, seeds, rconf) and not keep
     bar = _progress(range(int(rounds)), progress and rounds > 1, desc=f"{method.name} rounds")
     history, layouts = [], {}  # the clients' layouts, built once for all rounds
+    adam = {} if keep else None  # model b -> its Adam moments and step count, across rounds
     for r in bar:
         ctx.round, ctx.start = r, start
         opt = method.local_optimizer(ctx)
@@ -344,7 +366,7 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
             hook = None if method.plain_local(ctx) else (lambda step: method.local_loss(step, ctx))
             trained, _ = train_models(fg.clients, start, mseeds, ctx.client_of, rconf, extra_loss=hook,
                                       device=dev, progress=progress and rounds == 1, max_batch=max_batch,
-                                      optimizer=opt, layouts=layouts)
+                                      optimizer=opt, layouts=layouts, optimizer_state=adam)
         stats = method.upload(ctx, trained)
         returned = method.aggregate(ctx, trained, stats)
         method.after_round(ctx, trained, returned)
@@ -359,6 +381,7 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
                         bytes_up=[int(rounds) * b for b in up], bytes_down=[int(rounds) * b for b in down],
                         seconds=time.perf_counter() - t0,
                         params={"method": method.name, "rounds": int(rounds), "local_epochs": int(local_epochs),
+                                **({"optimizer_state": method.optimizer_state} if int(rounds) > 1 else {}),
                                 **method.hyperparameters(), **method.diagnostics(ctx)},
                         history=history, forward=method.eval_forward)
 

@@ -2,7 +2,7 @@
 
 One-round adaptation (PACE Table 1): every client trains its Local model (100 epochs from the
 shared W0 — the Local models themselves are reused), uploads it once; the server returns
-``θ = Σ_k n_k θ_k / Σ_k n_k`` to every receiver; no post-return training. ``n_k`` = number of
+``θ = Σ_k n_k θ_k / Σ_k n_k`` to every receiver (one tensor per seed, broadcast); no post-return training. ``n_k`` = number of
 nodes of client k's subgraph (OpenFGL's ``num_samples``; ``weighting="train"`` uses the number
 of training nodes instead).
 """
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from pace_nb.methods.baselines.base import Options, FedContext, FederatedMethod, federated_method, mix, size_weights
+from pace_nb.methods.baselines.base import (Options, FedContext, FederatedMethod, broadcast, federated_method, size_weights,
+                                           weighted_mean)
 
 WEIGHTINGS = ("nodes", "train")
 
@@ -41,5 +42,5 @@ class FedAvg(FederatedMethod):
         return size_weights(client_sizes(ctx, self.cfg.weighting))
 
     def aggregate(self, ctx, trained, stats):
-        w = self.weights(ctx).unsqueeze(0).expand(ctx.num_clients, -1)
-        return self.with_private(ctx, mix(trained, w, ctx.num_seeds, ctx.num_clients, self.shared_keys), trained)
+        glob = weighted_mean(trained, self.weights(ctx), ctx.num_seeds, ctx.num_clients, self.shared_keys)
+        return self.with_private(ctx, broadcast(glob, ctx.num_seeds, ctx.num_clients), trained)

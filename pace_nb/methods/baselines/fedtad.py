@@ -13,7 +13,8 @@ symmetrized); the generator takes ``it_g`` steps on
 ``λ₁ Σ_k Σ_c ckr_kc CE(local_k | c) − Σ_k Σ_c ckr_kc mean|z_glob − z_k| + λ₂ L_div``, then the
 global model takes ``it_d`` Adam steps on ``Σ_k Σ_c ckr_kc mean|z_glob − z_k|`` (logit
 distillation, client models frozen in eval mode). The distilled model is returned to all.
-Defaults: OpenFGL's config (5 epochs, it_g 1, it_d 5, lr 1e-3, 100 nodes, k 5, noise 32).
+The client models' logits, the class-wise CE and the L1 terms are computed for all clients and classes
+at once (:func:`stacked_logits`, :func:`class_means`). Defaults: OpenFGL's config (5 epochs, it_g 1, it_d 5, lr 1e-3, 100 nodes, k 5, noise 32).
 One-round adaptation: Local models are reused (plain CE), one upload (θ, ckr), one return.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pace_nb.nn.gcn import gcn_forward, propagation_matrix
+from pace_nb.nn.gcn import WEIGHT_KEYS, Params, _propagate, gcn_forward, propagation_matrix
 from pace_nb.methods.baselines.base import Interval, FedContext, broadcast, federated_method, per_seed, size_weights
 from pace_nb.methods.baselines.fedavg import FedAvg, client_sizes
 
@@ -99,24 +100,37 @@ def diversity_loss(noise: Tensor, out: Tensor) -> Tensor:
     return torch.exp(-(d_noise * d_out).mean())
 
 
-def weighted_l1(glob: Tensor, loc: Tensor, labels: Tensor, ckr: Tensor) -> Tensor:
-    """``Σ_c ckr_c · mean_{nodes of class c} mean_j |glob − loc|``."""
-    per_node = (glob - loc).abs().mean(1)
-    total = 0.0
-    for c in range(ckr.numel()):
-        sel = labels == c
-        if bool(sel.any()):
-            total = total + ckr[c] * per_node[sel].mean()
-    return total
+def class_means(labels: Tensor, num_classes: int) -> Tensor:
+    """``[n, C]`` averaging matrix: column c is ``1/n_c`` on the nodes of class c (zero when class c is absent),
+    so ``v @ A`` gives each class's mean of a per-node quantity ``v``."""
+    one_hot = F.one_hot(labels, num_classes).float()
+    counts = one_hot.sum(0)
+    return one_hot / counts.clamp_min(1.0)
 
 
-def class_ce(logits: Tensor, labels: Tensor, ckr: Tensor) -> Tensor:
-    total = 0.0
-    for c in range(ckr.numel()):
-        sel = labels == c
-        if bool(sel.any()):
-            total = total + ckr[c] * F.cross_entropy(logits[sel], labels[sel])
-    return total
+def stacked_logits(clients: Params, x: Tensor, P: Tensor) -> Tensor:
+    """Eval-mode logits ``[K, n, C]`` of K GCNs (stacked Params ``[K, ...]``) on ONE graph (x, P):
+    layer 1 is one product with the concatenated weights, each propagation one sparse product."""
+    k, h = clients["conv1.weight"].shape[:2]
+    n = x.shape[0]
+    xw = x @ clients["conv1.weight"].reshape(k * h, -1).t()  # [n, K·H]
+    hid = F.relu(_propagate(P, xw).view(n, k, h) + clients["conv1.bias"])
+    t = torch.einsum("nkh,kch->nkc", hid, clients["conv2.weight"])
+    c = t.shape[2]
+    return (_propagate(P, t.reshape(n, k * c)).view(n, k, c) + clients["conv2.bias"]).transpose(0, 1)
+
+
+def weighted_l1(glob: Tensor, locs: Tensor, avg: Tensor, ckr: Tensor) -> Tensor:
+    """``Σ_k Σ_c ckr_kc · mean_{nodes of class c} mean_j |glob − loc_k|`` (``locs`` [K, n, C], ``avg`` from
+    :func:`class_means`, ``ckr`` [K, C]) — all clients and classes at once."""
+    per_node = (glob.unsqueeze(0) - locs).abs().mean(2)  # [K, n]
+    return (ckr * (per_node @ avg)).sum()
+
+
+def class_ce(locs: Tensor, labels: Tensor, avg: Tensor, ckr: Tensor) -> Tensor:
+    """``Σ_k Σ_c ckr_kc · CE(loc_k | nodes of class c)`` (``locs`` [K, n, C])."""
+    nll = -locs.log_softmax(2).gather(2, labels.view(1, -1, 1).expand(locs.shape[0], -1, 1)).squeeze(2)  # [K, n]
+    return (ckr * (nll @ avg)).sum()
 
 
 @federated_method
@@ -183,6 +197,9 @@ class FedTAD(FedAvg):
         counts = [c.num_gen // num_classes] * num_classes
         counts[-1] += c.num_gen - sum(counts)
         labels = torch.repeat_interleave(torch.arange(num_classes), torch.tensor(counts))
+        avg = class_means(labels, num_classes)
+        stacked = {k: torch.stack([cl[k] for cl in clients]) for k in WEIGHT_KEYS}
+        ckr = ckr.to(avg.dtype)
         for _ in range(c.glb_epochs):
             z = torch.randn(c.num_gen, c.noise_dim, generator=g)
             gen.train()
@@ -191,21 +208,20 @@ class FedTAD(FedAvg):
                 x = gen(z, labels)
                 P = knn_graph(x.detach(), c.topk)
                 z_glob = gcn_forward({k: v.detach() for k, v in params.items()}, x, P)
+                z_loc = stacked_logits(stacked, x, P)
                 loss = len(clients) * c.lam2 * diversity_loss(z, x)  # OpenFGL adds it once per client
-                for j, cl in enumerate(clients):
-                    z_loc = gcn_forward(cl, x, P)
-                    loss = loss + c.lam1 * class_ce(z_loc, labels, ckr[j]) - weighted_l1(z_glob, z_loc.detach(), labels, ckr[j])
+                loss = loss + c.lam1 * class_ce(z_loc, labels, avg, ckr) - weighted_l1(z_glob, z_loc.detach(), avg, ckr)
                 loss.backward()
                 opt_g.step()
             gen.eval()
             with torch.no_grad():
                 x = gen(z, labels)
                 P = knn_graph(x, c.topk)
-                z_locs = [gcn_forward(cl, x, P) for cl in clients]
+                z_locs = stacked_logits(stacked, x, P)
             for _ in range(c.it_d):
                 opt_d.zero_grad()
                 z_glob = gcn_forward(params, x, P, dropout=tconf.dropout, training=True, generator=g)
-                loss = sum(weighted_l1(z_glob, zl, labels, ckr[j]) for j, zl in enumerate(z_locs))
+                loss = weighted_l1(z_glob, z_locs, avg, ckr)
                 loss.backward()
                 opt_d.step()
         return {k: v.detach() for k, v in params.items()}
