@@ -105,12 +105,12 @@ method_params = {PARAMS}
 
 
 @pytest.mark.parametrize("params, message", [
-    ("{ fedprox = { mmu = 0.01 } }", r"method 'fedprox': unknown parameter\(s\) \['mmu'\]; valid: local_epochs, mu, rounds"),
+    ("{ fedprox = { mmu = 0.01 } }", r"method 'fedprox': unknown parameter\(s\) \['mmu'\]; valid: local_epochs, mu, optimizer_state, rounds, weighting"),
     ('{ fedprox = { mu = "small" } }', "fedprox: parameter 'mu' must be a float"),
     ("{ fednova = { tau = 3 } }", "fednova: parameter 'tau' must be one of 'steps', 'train'"),
     ("{ nosuch = { x = 1 } }", "unknown method 'nosuch'"),
     ("{ pace = { ranks = [2] } }", "ranks is set for the whole section"),
-    ("{ fedprox = 3 }", "must be a mapping"),
+    ("{ fedprox = 3 }", "must be a table of that method.s parameters"),
 ])
 def test_grid_method_params_are_checked_on_load(params, message):
     cfg = parse_config(GRID.replace("{PARAMS}", params), path="g.toml")

@@ -65,21 +65,22 @@ def run(args) -> int:
     check_installed(NOTEBOOK_MODULES, "notebooks", "pace-nb figures")
     datasets = [canonical_name(d) for d in args.dataset] if args.dataset else None  # names only, no paths
     figures_dir = args.out or (str(default_figures_dir() / "quick") if args.quick else None)
-    print(store_note(args.results), file=sys.stderr)
+    if args.timeout < 1:
+        from pace_nb.core.errors import ConfigError
+
+        raise ConfigError(f"--timeout must be a number of seconds >= 1, got {args.timeout}")
     other = user_store_in_use(args.results)
     if figures_dir is None and other is not None:  # the committed gallery comes from the shipped store only
         figures_dir = str(default_figures_dir() / "own")
-        print(f"note: reading {other}, not only the shipped store: figures go to {figures_dir} "
-              f"(the committed gallery is drawn from the shipped store; --out DIR overrides)", file=sys.stderr)
     for folder, what in ((figures_dir, "--out"), (args.build, "--build")):
         if folder:
             check_output_dir(folder, what)
     if args.json:
         check_output_file(args.json, "--json")
-    if args.timeout < 1:
-        from pace_nb.core.errors import ConfigError
-
-        raise ConfigError(f"--timeout must be a number of seconds >= 1, got {args.timeout}")
+    print(store_note(args.results), file=sys.stderr)  # every argument is valid: say what is read
+    if other is not None and not args.out:
+        print(f"note: reading {other}, not only the shipped store: figures go to {figures_dir} "
+              f"(the committed gallery is drawn from the shipped store; --out DIR overrides)", file=sys.stderr)
     runs = run_notebooks(args.only, quick=args.quick, datasets=datasets, force=args.force,
                          figures_dir=figures_dir, build_dir=args.build, data_root=args.data_root,
                          results_dir=args.results, timeout=args.timeout, recompute=args.recompute,
