@@ -12,6 +12,7 @@ import pandas as pd
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.validation import check_clients, check_seeds
+from pace_nb.cli.commands._graph import add_graph_argument, resolve_source
 
 DEFAULT_SEEDS = (2024, 2025, 2026)
 
@@ -47,7 +48,26 @@ def register(sub) -> None:
                    help="run seed of trained methods: initialization, dropout, sampling (default: first paper seed)")
     p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA, else ./data)")
     p.add_argument("--json", default=None, metavar="FILE", help="write summary + per-seed rows as JSON")
+    add_graph_argument(p, partition=True)
     p.set_defaults(func=run)
+
+
+def _federation(args, source, seed: int):
+    """The Dirichlet federation of one data seed, or the graph's own clients (``--partition given``)."""
+    if getattr(args, "partition", "dirichlet") == "given":
+        from pace_nb.cli.commands._graph import given_federation
+
+        fg = given_federation(source, seed, show=seed == _seeds(args.seeds)[0])
+        args.clients = fg.num_clients
+        return fg
+    from pace_nb.methods.spear import analysis as sa
+
+    return sa.federation(source.dataset, beta=args.beta, num_clients=args.clients, seed=seed, data_root=args.data_root)
+
+
+def _setting(args) -> str:
+    return "the graph's given clients" if getattr(args, "partition", "dirichlet") == "given" else \
+        f"Dirichlet beta={args.beta}"
 
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:
@@ -82,6 +102,7 @@ def _run_comparison(args) -> int:
     from pace_nb.methods.spear import analysis as sa
     from pace_nb.methods.spear.core import SpearConfig
 
+    source = resolve_source(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     methods = list(SPEAR_COMPARISON) if methods == ["all"] else methods
     if args.rounds < 1:
@@ -90,11 +111,11 @@ def _run_comparison(args) -> int:
     config = SpearConfig(T=args.T, a=args.a, gamma=args.gamma)
     frames = []
     for seed in _seeds(args.seeds):
-        fg = sa.federation(args.dataset, beta=args.beta, num_clients=args.clients, seed=seed, data_root=args.data_root)
+        fg = _federation(args, source, seed)
         frames.append(run_comparison(fg, methods, rounds=args.rounds, run_seed=run_seed, spear_config=config))
     rows = pd.concat(frames, ignore_index=True)
     summary = comparison_summary(rows)
-    print(f"SPEAR comparison on {rows['dataset'].iloc[0]}: Dirichlet beta={args.beta}, K={args.clients}, "
+    print(f"SPEAR comparison on {rows['dataset'].iloc[0]}: {_setting(args)}, K={args.clients}, "
           f"rounds={args.rounds} (multi-round), run seed {run_seed}; data seeds {', '.join(map(str, _seeds(args.seeds)))}")
     table = summary.assign(acc=[f"{m:6.2f} ± {s:5.2f}" for m, s in zip(summary.acc_mean, summary.acc_std)])
     print(table[["method", "acc", "kib_client", "mib_total", "seconds", "n_seeds"]].to_string(
@@ -117,6 +138,7 @@ def run(args) -> int:
     from pace_nb.core.io import check_output_file
 
     config = SpearConfig(T=args.T, a=args.a, gamma=args.gamma)
+    source = resolve_source(args)
     seeds = _seeds(args.seeds)
     check_clients(args.clients, "--clients")
     if args.json:
@@ -124,11 +146,11 @@ def run(args) -> int:
     variants = ("full", "no_shrinkage", "no_ppr", "no_both") if args.ablation else ("full",)
     frames = []
     for seed in seeds:
-        fg = sa.federation(args.dataset, beta=args.beta, num_clients=args.clients, seed=seed, data_root=args.data_root)
+        fg = _federation(args, source, seed)
         frames.append(sa.ablation(fg, config, variants))
     rows = pd.concat(frames, ignore_index=True)
     summary = summarize(rows)
-    print(f"SPEAR on {rows['dataset'].iloc[0]}: Dirichlet beta={args.beta}, K={args.clients}, "
+    print(f"SPEAR on {rows['dataset'].iloc[0]}: {_setting(args)}, K={args.clients}, "
           f"T={config.T}, a={config.a}, gamma={config.gamma}; data seeds {', '.join(map(str, _seeds(args.seeds)))}")
     table = summary.assign(acc=[f"{m:6.2f} ± {s:5.2f}" for m, s in zip(summary.acc_mean, summary.acc_std)])
     print(table[["method", "label", "variant", "acc", "n_seeds"]].to_string(index=False))
