@@ -182,26 +182,29 @@ def _corrupting_app(parts, mutate):
     (lambda c: c.__setitem__(wire.PAYLOAD, flwr.app.ConfigRecord({wire.BLOB: b"not a PACE message"})), "bad magic"),
     (lambda c: c.__setitem__(wire.PAYLOAD, flwr.app.ConfigRecord({wire.BLOB: wire.blob(c[wire.PAYLOAD])[:-4]})),
      "truncated"),
-    (lambda c: c.__setitem__(wire.PAYLOAD, flwr.app.ConfigRecord({"other": 1})), "no byte payload"),
+    (lambda c: c.__setitem__(wire.PAYLOAD, flwr.app.ConfigRecord({"other": 1})), "not bytes"),
 ])
-def test_malformed_upload_is_a_clear_error_and_nothing_is_stored(parts, tmp_path, mutate, match):
+def test_malformed_upload_excludes_that_client_and_names_it(parts, tmp_path, mutate, match):
     out = tmp_path / "outcome.json"
-    with pytest.raises(DataCorruptionError, match=match):
-        run_inprocess(_corrupting_app(parts, mutate), FlowerSettings(num_clients=K),
-                      run_config={"num-clients": K, "out": str(out)})
-    assert not out.exists()
+    run_inprocess(_corrupting_app(parts, mutate), FlowerSettings(num_clients=K),
+                  run_config={"num-clients": K, "out": str(out)})
+    doc = json.loads(out.read_text())
+    assert {r["receiver"] for r in doc["rows"]} == {1, 2, -1}
+    (bad,) = doc["dropped"]
+    assert bad["kind"] == "invalid" and bad["node_id"] == 1 and match in bad["reason"]
 
 
-def test_malformed_report_is_a_clear_error(parts):
+def test_malformed_report_excludes_that_client(parts):
     real = make_client_app(parts)
 
     def app(message, context):
         reply = real(message, context)
-        if message.metadata.message_type == "evaluate.pace_receive":
+        if message.metadata.message_type == "evaluate.pace_receive" and context.node_config["partition-id"] == 1:
             reply.content[wire.REPORT]["confusion_final"] = [1, 2, 3]
         return reply
-    with pytest.raises(DataCorruptionError, match="confusion_final"):
-        run_inprocess(app, FlowerSettings(num_clients=K))
+    out = run_inprocess(app, FlowerSettings(num_clients=K))
+    assert set(out.rows.receiver) == {0, 2, -1}
+    assert "confusion_final" in out.dropped[0]["reason"] and "client 1" in out.dropped[0]["reason"]
 
 
 _SERVER_ONLY = textwrap.dedent("""
