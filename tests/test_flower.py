@@ -314,3 +314,47 @@ def test_deployment_app_project_names_importable_components(tmp_path):
     run_config = dict(conf["config"])
     assert run_config.pop("out") == str(tmp_path / "outcome.json")
     assert FlowerSettings.from_mapping(run_config) == settings
+
+
+def test_deploy_workdir_never_deletes_what_it_did_not_create(tmp_path, capsys):
+    from pace_nb.cli import main
+    from pace_nb.flower.deploy import clean_workdir, prepare_workdir
+
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "thesis.tex").write_text("precious")
+    for action in ("deploy", "export"):
+        assert main(["flower", action, "--clients", str(K), "--workdir", str(user)]) == 2
+        assert "not empty" in capsys.readouterr().err
+    assert (user / "thesis.tex").read_text() == "precious"
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert main(["flower", "deploy", "--workdir", str(a_file)]) == 2 and a_file.read_text() == "x"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    root, created = prepare_workdir(empty)
+    assert not created
+    (root / "logs").mkdir()
+    (root / "outcome.json").write_text("{}")
+    clean_workdir(root, created)
+    assert empty.is_dir() and not any(empty.iterdir())  # the user's empty folder stays
+    new = tmp_path / "new" / "deep"
+    root, created = prepare_workdir(new)
+    assert created and new.is_dir()
+    clean_workdir(root, created)
+    assert not new.exists() and (tmp_path / "new").is_dir()
+
+
+@pytest.mark.slow
+def test_deploy_into_an_empty_workdir_keeps_it(fg, tmp_path):
+    import shutil
+
+    if shutil.which("flower-superlink") is None:
+        pytest.skip("Flower's executables are not on PATH")
+    from pace_nb.flower.deploy import deploy
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = deploy(fg, FlowerSettings(num_clients=K, epochs=5), workdir=empty, timeout=300)
+    assert set(out.rows.receiver) == {0, 1, 2, -1}
+    assert empty.is_dir() and not any(empty.iterdir())

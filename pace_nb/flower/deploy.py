@@ -96,13 +96,50 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
+def check_workdir(workdir) -> Path:
+    """A ``--workdir`` the deployment may use: a new path or an empty folder (else :class:`ConfigError`)."""
+    root = Path(workdir).expanduser()
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        raise ConfigError(f"--workdir {workdir} is not a folder; give a new or empty folder")
+    if root.exists() and any(root.iterdir()):
+        raise ConfigError(f"--workdir {workdir} is not empty; give a new or empty folder (nothing in it is touched)")
+    return root
+
+
+def prepare_workdir(workdir) -> tuple[Path, bool]:
+    """The deployment's folder → (path, created by this call). A given ``workdir`` must be new
+    or an empty folder: what is in it is never touched, so a user's files are never deleted."""
+    if workdir is None:
+        return Path(tempfile.mkdtemp(prefix="pace_nb_deploy_")), True
+    root = check_workdir(workdir)
+    if root.exists():
+        return root, False
+    try:
+        root.mkdir(parents=True)
+    except OSError as exc:
+        raise ConfigError(f"--workdir {workdir} cannot be created: {exc.strerror}") from None
+    return root, True
+
+
+def clean_workdir(root: Path, created: bool) -> None:
+    """Remove what the deployment wrote: the folder it created, or the contents of the empty one it was given."""
+    if created:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for child in root.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
 def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0, keep: bool = False) -> FlowerOutcome:
     """Run one round on a loopback deployment (module docstring) → the ServerApp's outcome."""
     if shutil.which("flower-superlink") is None or shutil.which("flwr") is None:
         raise ConfigError("Flower's executables are not on PATH: pip install 'pace_nb[flower]'")
     if settings.num_clients != fg.num_clients:
         raise ConfigError(f"settings ask for {settings.num_clients} clients; the federation has {fg.num_clients}")
-    root = Path(workdir or tempfile.mkdtemp(prefix="pace_nb_deploy_"))
+    root, created = prepare_workdir(workdir)
     logs, home, out = root / "logs", root / "flwr_home", root / "outcome.json"
     for d in (logs, home):
         d.mkdir(parents=True, exist_ok=True)
@@ -167,5 +204,5 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
                             data["settings"])
     outcome.finish(total, "deployment", processes_start=t_started - t0, workdir=str(root))
     if not keep:
-        shutil.rmtree(root, ignore_errors=True)
+        clean_workdir(root, created)
     return outcome
