@@ -197,3 +197,24 @@ def test_cora_given_equals_registered_metis(tmp_path):
     given = build_federated(str(path), "given", seed=2024)
     _same_clients(fg, given)
     assert given.dataset == "cora_metis"
+
+
+def test_grid_takes_a_graph_path(demo_metis, tmp_path):
+    from pace_nb.experiments.grid import load_config, run_grid
+    from pace_nb.experiments.store import ResultsStore
+
+    _, path = demo_metis
+    (tmp_path / path.name).write_bytes(path.read_bytes())
+    config = tmp_path / "mine.toml"
+    config.write_text(f'[[experiment]]\ndatasets = ["{path.name}"]\npartitions = ["given", "metis"]\n'
+                      f'clients = 4\nmethods = ["local"]\nseeds = [0]\ntrain = {{epochs = 5}}\n')
+    store = ResultsStore(tmp_path / "store")
+    report = run_grid(load_config(config), store, progress=False)
+    assert report.count("ran") == 2
+    rows = store.load()
+    pooled = rows[rows.receiver == -1].set_index("partition")
+    assert set(rows.dataset) == {"demo_metis"} and set(rows.num_clients) == {4}
+    assert pooled.loc["given", "acc"] == pooled.loc["metis", "acc"]  # the file's clients are METIS's
+    config.write_text('[[experiment]]\ndatasets = ["demo"]\npartitions = ["given"]\nmethods = ["local"]\n')
+    with pytest.raises(ConfigError, match="client column"):
+        run_grid(load_config(config), store, dry_run=True, progress=False)
