@@ -348,6 +348,23 @@ def load_graph(path, *, cache: bool = True) -> Data:
     return _load_cached(str(p), signature(p), bool(cache))
 
 
+def example_graph(dataset: str, clients: int = 10, *, seed: int = 2024, data_root=None) -> Path:
+    """A registered dataset with its METIS split into ``clients`` silos written as a graph NPZ
+    with a ``client`` column (docs/OWN_DATA.md's worked example) → its path under the cache."""
+    from pace_nb.core.config import cache_dir
+    from pace_nb.data.datasets import canonical_name, load_dataset
+    from pace_nb.data.partition import partition_nodes
+
+    name = canonical_name(dataset)
+    data = load_dataset(name, data_root)
+    client = np.empty(int(data.num_nodes), dtype=np.int64)
+    for k, ids in enumerate(partition_nodes(data, "metis", clients, seed)):
+        client[ids] = k
+    path = cache_dir() / "examples" / f"{graph_cache.safe_name(name.lower())}_metis{int(clients)}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return save_graph(path, data, client)
+
+
 def save_graph(path, data, client=None) -> Path:
     """Write ``data`` (``x``, ``edge_index``, ``y``; optional per-node ``client`` ids) as a graph NPZ."""
     from pace_nb.core.io import atomic_write_npz
