@@ -81,7 +81,7 @@ def test_formats_agree(tmp_path):
              x_indptr=csr.indptr, x_shape=np.array(csr.shape))
     folder = tmp_path / "folder"
     folder.mkdir()
-    (folder / "edges.csv").write_text("source,target\n" + "\n".join(f"{a},{b}" for a, b in ei.T))
+    (folder / "edges.csv").write_text("# my edges\nsource,target\n" + "\n".join(f"{a},{b}" for a, b in ei.T))
     np.save(folder / "features.npy", x)
     (folder / "labels.csv").write_text("label\n" + "\n".join(map(str, y)))
     graphs = [load_graph(tmp_path / "dense.npz"), load_graph(tmp_path / "csr.npz"), load_graph(folder)]

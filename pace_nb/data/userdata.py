@@ -210,7 +210,7 @@ def _read_csv(path: Path, what: str) -> np.ndarray:
     import pandas as pd
 
     with open(path, encoding="utf-8", errors="replace") as fh:
-        first = fh.readline()
+        first = next((line for line in fh if line.strip() and not line.lstrip().startswith("#")), "")
     try:
         [float(t) for t in first.replace(";", ",").split(",") if t.strip()]
         header = None
