@@ -346,15 +346,63 @@ def test_deploy_workdir_never_deletes_what_it_did_not_create(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_deploy_into_an_empty_workdir_keeps_it(fg, tmp_path):
+def test_secured_deployment_equals_inprocess_and_refuses_intruders(fg, parts, tmp_path):
+    """TLS + SuperNode authentication on loopback: the rows equal the in-process grid's; a
+    SuperNode with an unregistered key and one trusting another CA are refused (their log lines);
+    the given empty workdir is left empty."""
     import shutil
 
     if shutil.which("flower-superlink") is None:
         pytest.skip("Flower's executables are not on PATH")
     from pace_nb.flower.deploy import deploy
 
+    settings = FlowerSettings(num_clients=K, epochs=5)
     empty = tmp_path / "empty"
     empty.mkdir()
-    out = deploy(fg, FlowerSettings(num_clients=K, epochs=5), workdir=empty, timeout=300)
-    assert set(out.rows.receiver) == {0, 1, 2, -1}
+    out = deploy(fg, settings, workdir=empty, timeout=600, probe=True)
+    ref = run_inprocess(make_client_app(parts), settings)
+    pd.testing.assert_frame_equal(_rows(out.rows), _rows(ref.rows), check_exact=True)
+    probe = out.timings["probe"]
+    assert out.timings["security"] == "tls+supernode-auth" and out.dropped == []
+    assert "Failed to activate SuperNode" in probe["unregistered"]
+    assert "No SuperNode found with the given public key" in probe["superlink"]
+    assert "CERTIFICATE_VERIFY_FAILED" in probe["tampered_ca"]
     assert empty.is_dir() and not any(empty.iterdir())
+
+
+def test_demo_credentials_are_what_flower_reads(tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
+
+    from pace_nb.flower.security import make_credentials
+
+    creds = make_credentials(tmp_path / "c", 2)
+    ca = x509.load_pem_x509_certificate(creds.ca.read_bytes())
+    cert = x509.load_pem_x509_certificate(creds.server_cert.read_bytes())
+    cert.verify_directly_issued_by(ca)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "127.0.0.1" in {str(v) for v in sans.get_values_for_type(x509.IPAddress)}
+    other = make_credentials(tmp_path / "other", 1)
+    with pytest.raises(Exception):  # a certificate from another CA does not verify
+        cert.verify_directly_issued_by(x509.load_pem_x509_certificate(other.ca.read_bytes()))
+    for private, public in creds.node_keys:
+        assert oct(private.stat().st_mode & 0o777) == "0o600"
+        key = load_ssh_public_key(public.read_bytes())
+        assert isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp384r1"
+        assert load_ssh_private_key(private.read_bytes(), None).public_key().public_numbers() == key.public_numbers()
+    assert oct(creds.server_key.stat().st_mode & 0o777) == "0o600"
+
+
+def test_insecure_deploy_warns(monkeypatch, capsys):
+    from pace_nb.cli import main
+    from pace_nb.core.errors import ConfigError
+    from pace_nb.flower import deploy as dep
+
+    def stop(*a, **kw):
+        assert kw["insecure"] is True
+        raise ConfigError("stopped before starting processes")
+    monkeypatch.setattr(dep, "deploy", stop)
+    assert main(["flower", "deploy", "--clients", str(K), "--insecure"]) == 2
+    err = capsys.readouterr().err
+    assert "warning: --insecure: no TLS and no SuperNode authentication" in err

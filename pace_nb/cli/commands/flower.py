@@ -42,6 +42,11 @@ def register(sub) -> None:
                    help="deploy/export: a new or empty folder for partitions, app, logs (default: temporary); "
                         "deploy removes only what it wrote there")
     p.add_argument("--keep", action="store_true", help="deploy: keep the work folder (logs) afterwards")
+    p.add_argument("--insecure", action="store_true",
+                   help="deploy: no TLS and no SuperNode authentication (default: both, with demo credentials)")
+    p.add_argument("--probe", action="store_true",
+                   help="deploy: also start a SuperNode with an unregistered key and one trusting another CA; "
+                        "both must be refused (their last log lines are printed)")
     p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA, else ./data)")
     p.add_argument("--json", default=None, metavar="FILE", help="write rows, wire sizes and timings as JSON")
     add_graph_argument(p)
@@ -109,7 +114,13 @@ def run(args) -> int:
     if args.action == "deploy":
         from pace_nb.flower.deploy import deploy
 
-        out = deploy(fg, settings, workdir=args.workdir, timeout=args.timeout, keep=args.keep)
+        if args.insecure:
+            import sys
+
+            print("pace-nb: warning: --insecure: no TLS and no SuperNode authentication; any process that reaches "
+                  "the SuperLink port can join (loopback only)", file=sys.stderr)
+        out = deploy(fg, settings, workdir=args.workdir, timeout=args.timeout, keep=args.keep,
+                     insecure=args.insecure, probe=args.probe)
     elif args.engine == "ray":
         from pace_nb.flower.simulate import simulate
 
@@ -138,6 +149,10 @@ def run(args) -> int:
           f"{t['server_compute']:.3f} s, clients {t['client_compute']:.2f} s summed"
           + (f" (Local training mean {train.mean():.2f} s, max {train.max():.2f} s)" if train is not None else "")
           + f"; overhead {t['overhead']:.1f} s")
+    if "security" in t:
+        print(f"  security: {t['security']}")
+    for name, line in t.get("probe", {}).items():
+        print(f"  probe {name}: {line}")
     doc = out.to_json_dict()
     if args.compare:
         ref, secs = _reference(fg, settings)
