@@ -182,26 +182,29 @@ def _corrupting_app(parts, mutate):
     (lambda c: c.__setitem__(wire.PAYLOAD, flwr.app.ConfigRecord({wire.BLOB: b"not a PACE message"})), "bad magic"),
     (lambda c: c.__setitem__(wire.PAYLOAD, flwr.app.ConfigRecord({wire.BLOB: wire.blob(c[wire.PAYLOAD])[:-4]})),
      "truncated"),
-    (lambda c: c.__setitem__(wire.PAYLOAD, flwr.app.ConfigRecord({"other": 1})), "no byte payload"),
+    (lambda c: c.__setitem__(wire.PAYLOAD, flwr.app.ConfigRecord({"other": 1})), "not bytes"),
 ])
-def test_malformed_upload_is_a_clear_error_and_nothing_is_stored(parts, tmp_path, mutate, match):
+def test_malformed_upload_excludes_that_client_and_names_it(parts, tmp_path, mutate, match):
     out = tmp_path / "outcome.json"
-    with pytest.raises(DataCorruptionError, match=match):
-        run_inprocess(_corrupting_app(parts, mutate), FlowerSettings(num_clients=K),
-                      run_config={"num-clients": K, "out": str(out)})
-    assert not out.exists()
+    run_inprocess(_corrupting_app(parts, mutate), FlowerSettings(num_clients=K),
+                  run_config={"num-clients": K, "out": str(out)})
+    doc = json.loads(out.read_text())
+    assert {r["receiver"] for r in doc["rows"]} == {1, 2, -1}
+    (bad,) = doc["dropped"]
+    assert bad["kind"] == "invalid" and bad["node_id"] == 1 and match in bad["reason"]
 
 
-def test_malformed_report_is_a_clear_error(parts):
+def test_malformed_report_excludes_that_client(parts):
     real = make_client_app(parts)
 
     def app(message, context):
         reply = real(message, context)
-        if message.metadata.message_type == "evaluate.pace_receive":
+        if message.metadata.message_type == "evaluate.pace_receive" and context.node_config["partition-id"] == 1:
             reply.content[wire.REPORT]["confusion_final"] = [1, 2, 3]
         return reply
-    with pytest.raises(DataCorruptionError, match="confusion_final"):
-        run_inprocess(app, FlowerSettings(num_clients=K))
+    out = run_inprocess(app, FlowerSettings(num_clients=K))
+    assert set(out.rows.receiver) == {0, 2, -1}
+    assert "confusion_final" in out.dropped[0]["reason"] and "client 1" in out.dropped[0]["reason"]
 
 
 _SERVER_ONLY = textwrap.dedent("""
@@ -311,3 +314,95 @@ def test_deployment_app_project_names_importable_components(tmp_path):
     run_config = dict(conf["config"])
     assert run_config.pop("out") == str(tmp_path / "outcome.json")
     assert FlowerSettings.from_mapping(run_config) == settings
+
+
+def test_deploy_workdir_never_deletes_what_it_did_not_create(tmp_path, capsys):
+    from pace_nb.cli import main
+    from pace_nb.flower.deploy import clean_workdir, prepare_workdir
+
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "thesis.tex").write_text("precious")
+    for action in ("deploy", "export"):
+        assert main(["flower", action, "--clients", str(K), "--workdir", str(user)]) == 2
+        assert "not empty" in capsys.readouterr().err
+    assert (user / "thesis.tex").read_text() == "precious"
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert main(["flower", "deploy", "--workdir", str(a_file)]) == 2 and a_file.read_text() == "x"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    root, created = prepare_workdir(empty)
+    assert not created
+    (root / "logs").mkdir()
+    (root / "outcome.json").write_text("{}")
+    clean_workdir(root, created)
+    assert empty.is_dir() and not any(empty.iterdir())  # the user's empty folder stays
+    new = tmp_path / "new" / "deep"
+    root, created = prepare_workdir(new)
+    assert created and new.is_dir()
+    clean_workdir(root, created)
+    assert not new.exists() and (tmp_path / "new").is_dir()
+
+
+@pytest.mark.slow
+def test_secured_deployment_equals_inprocess_and_refuses_intruders(fg, parts, tmp_path):
+    """TLS + SuperNode authentication on loopback: the rows equal the in-process grid's; a
+    SuperNode with an unregistered key and one trusting another CA are refused (their log lines);
+    the given empty workdir is left empty."""
+    import shutil
+
+    if shutil.which("flower-superlink") is None:
+        pytest.skip("Flower's executables are not on PATH")
+    from pace_nb.flower.deploy import deploy
+
+    settings = FlowerSettings(num_clients=K, epochs=5)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = deploy(fg, settings, workdir=empty, timeout=600, probe=True)
+    ref = run_inprocess(make_client_app(parts), settings)
+    pd.testing.assert_frame_equal(_rows(out.rows), _rows(ref.rows), check_exact=True)
+    probe = out.timings["probe"]
+    assert out.timings["security"] == "tls+supernode-auth" and out.dropped == []
+    assert "Failed to activate SuperNode" in probe["unregistered"]
+    assert "No SuperNode found with the given public key" in probe["superlink"]
+    assert "CERTIFICATE_VERIFY_FAILED" in probe["tampered_ca"]
+    assert empty.is_dir() and not any(empty.iterdir())
+
+
+def test_demo_credentials_are_what_flower_reads(tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_ssh_private_key, load_ssh_public_key
+
+    from pace_nb.flower.security import make_credentials
+
+    creds = make_credentials(tmp_path / "c", 2)
+    ca = x509.load_pem_x509_certificate(creds.ca.read_bytes())
+    cert = x509.load_pem_x509_certificate(creds.server_cert.read_bytes())
+    cert.verify_directly_issued_by(ca)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "127.0.0.1" in {str(v) for v in sans.get_values_for_type(x509.IPAddress)}
+    other = make_credentials(tmp_path / "other", 1)
+    with pytest.raises(Exception):  # a certificate from another CA does not verify
+        cert.verify_directly_issued_by(x509.load_pem_x509_certificate(other.ca.read_bytes()))
+    for private, public in creds.node_keys:
+        assert oct(private.stat().st_mode & 0o777) == "0o600"
+        key = load_ssh_public_key(public.read_bytes())
+        assert isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp384r1"
+        assert load_ssh_private_key(private.read_bytes(), None).public_key().public_numbers() == key.public_numbers()
+    assert oct(creds.server_key.stat().st_mode & 0o777) == "0o600"
+
+
+def test_insecure_deploy_warns(monkeypatch, capsys):
+    from pace_nb.cli import main
+    from pace_nb.core.errors import ConfigError
+    from pace_nb.flower import deploy as dep
+
+    def stop(*a, **kw):
+        assert kw["insecure"] is True
+        raise ConfigError("stopped before starting processes")
+    monkeypatch.setattr(dep, "deploy", stop)
+    assert main(["flower", "deploy", "--clients", str(K), "--insecure"]) == 2
+    err = capsys.readouterr().err
+    assert "warning: --insecure: no TLS and no SuperNode authentication" in err

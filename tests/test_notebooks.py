@@ -20,7 +20,7 @@ REQUIRED = {"dataset", "seeds", "device", "figures_dir"}  # what every notebook 
 
 
 def test_six_notebooks_are_committed():
-    assert [p.stem.split("_")[0] for p in BOOKS] == ["01", "02", "03", "04", "05", "06"]
+    assert [p.stem.split("_")[0] for p in BOOKS] == ["01", "02", "03", "04", "05", "06", "07"]
 
 
 @pytest.mark.parametrize("path", BOOKS, ids=lambda p: p.stem)
@@ -257,3 +257,30 @@ def test_widgets_attach_once_in_a_live_kernel(tmp_path):
 def test_kernels_talk_over_ipc_not_tcp():
     km = nbr._kernel_manager()["kernel_manager_class"](kernel_name=nbr.KERNEL)
     assert km.transport == "ipc"
+
+
+@pytest.mark.slow
+def test_your_graph_notebook_runs_on_a_graph_file(tmp_path):
+    """07 on a user's file (a CSV folder with its own clients), not the example it writes itself."""
+    import numpy as np
+
+    from pace_nb.data.federation import build_federated
+
+    fg = build_federated("demo", "louvain", 4, 2024)
+    folder = tmp_path / "clinics"
+    folder.mkdir()
+    (folder / "edges.csv").write_text("\n".join(f"{a},{b}" for a, b in fg.data.edge_index.numpy().T))
+    np.save(folder / "features.npy", fg.data.x.numpy())
+    np.savetxt(folder / "labels.csv", fg.data.y.numpy(), fmt="%d")
+    client = np.zeros(int(fg.data.num_nodes), dtype=np.int64)
+    for c in fg.clients:
+        client[c.global_ids.numpy()] = c.index
+    np.savetxt(folder / "clients.csv", client, fmt="%d")
+    figs = tmp_path / "figures"
+    runs = nbr.run_notebooks(["07_your_graph"], quick=True, datasets=["demo"], figures_dir=figs,
+                             build_dir=tmp_path / "build", results_dir=str(tmp_path / "results"),
+                             parameters={"graph": str(folder)})
+    out = nbformat.read(runs[0].output, as_version=4)
+    text = _printed(out)
+    assert "4 clients" in text and str(folder) in text
+    assert sorted(p.name for p in figs.glob("*.png")) == ["07_harm_units_clinics.png", "07_paired_differences_clinics.png"]

@@ -310,7 +310,17 @@ def data_fingerprint(name: str, root: str | os.PathLike | None = None) -> str:
     """Fingerprint of the data a dataset name stands for (16 hex): the sha256 of its raw files'
     sha256s (those the graph cache keys on), or for ``demo`` its generator's parameters. Result
     cells carry it, so rows computed on changed raw files are never taken for the old ones.
-    Missing raw files raise :class:`MissingDataError`."""
+    Missing raw files raise :class:`MissingDataError`. A user's graph file or folder
+    (docs/OWN_DATA.md) is fingerprinted by its files' sha256s."""
+    if str(name) not in DATASETS and Path(str(name)).expanduser().exists():
+        from pace_nb.data.userdata import graph_files, is_graph_path
+
+        path = Path(str(name)).expanduser().resolve()
+        if is_graph_path(path):
+            digest = hashlib.sha256()
+            for f in graph_files(path):
+                digest.update(f"{f.name}:{graph_cache.file_sha256(f)}\n".encode())
+            return digest.hexdigest()[:16]
     canon = canonical_name(name)
     return _fingerprint(canon, str(data_root(root)), raw_signature(canon, root))
 
@@ -318,6 +328,8 @@ def data_fingerprint(name: str, root: str | os.PathLike | None = None) -> str:
 def dataset_shape(name: str, root: str | os.PathLike | None = None) -> tuple[int, int] | None:
     """(features, classes) of a dataset without loading it: the demo generator's parameters, else
     the graph cache's manifest; None when the graph is not cached (or its raw files are missing)."""
+    if str(name) not in DATASETS and Path(str(name)).expanduser().exists():
+        return None  # a user's graph file: its shape is known once it is loaded
     canon = canonical_name(name)
     spec = DATASETS[canon]
     if spec.family == "demo":

@@ -171,7 +171,7 @@ def build_clients(data, parts: list[np.ndarray], seed: int, ratios) -> list[Clie
 
 def _fingerprint(data) -> str:
     h = hashlib.sha256()
-    for t in (data.edge_index, data.y):
+    for t in (data.edge_index, data.y) + tuple(getattr(data, k) for k in ("client", "split") if k in data):
         h.update(np.ascontiguousarray(t.cpu().numpy()).tobytes())
     h.update(f"{int(data.num_nodes)}|{tuple(data.x.shape)}".encode())
     return h.hexdigest()[:16]
@@ -189,7 +189,7 @@ def _save_cache(config: dict, clients: list[ClientGraph]) -> None:
     arrays = {
         "offsets": np.cumsum([0] + [c.num_nodes for c in clients]).astype(np.int64),
         "nodes": torch.cat([c.global_ids for c in clients]).numpy(),
-        "split": torch.cat([c.train_mask.long() * 0 + c.val_mask.long() * 1 + c.test_mask.long() * 2
+        "split": torch.cat([torch.where(c.train_mask, 0, torch.where(c.val_mask, 1, torch.where(c.test_mask, 2, 3)))
                             for c in clients]).numpy().astype(np.int8),
     }
     npz, meta = _cache_paths(config)
@@ -210,8 +210,8 @@ def _check_cached(arrays: dict, num_nodes: int, num_clients: int) -> None:
         raise ValueError(f"node ids outside [0, {num_nodes})")
     if np.unique(nodes).size != nodes.size:
         raise ValueError("a node belongs to two clients")
-    if not np.isin(split, (0, 1, 2)).all():
-        raise ValueError("split codes other than 0/1/2 (train/val/test)")
+    if not np.isin(split, (0, 1, 2, 3)).all():
+        raise ValueError("split codes other than 0/1/2/3 (train/val/test/none)")
 
 
 def _load_cache(config: dict, num_nodes: int):
@@ -237,9 +237,35 @@ def _load_cache(config: dict, num_nodes: int):
     return [arrays["nodes"][s] for s in sl], [arrays["split"][s] for s in sl]
 
 
+def given_parts(data, name: str) -> list[np.ndarray]:
+    """The user's silos (``--partition given``): client k's sorted node ids from ``data.client``."""
+    client = getattr(data, "client", None) if "client" in data else None
+    if client is None:
+        raise ConfigError(f"{name}: the 'given' partition needs a per-node client column ('client' in the NPZ, "
+                          f"clients.csv in a folder); this graph has none")
+    c = client.cpu().numpy()
+    return [np.flatnonzero(c == k) for k in range(int(c.max()) + 1)]
+
+
+def check_silos(clients: list[ClientGraph], name: str) -> None:
+    """Every user-defined client (given silos or file masks) holds training nodes."""
+    for c in clients:
+        if not bool(c.train_mask.any()):
+            raise ConfigError(f"{name}: client {c.index} has no training nodes ({c.num_nodes} nodes, "
+                              f"{int(c.val_mask.sum())} val, {int(c.test_mask.sum())} test); give it training "
+                              f"nodes or merge it into another client")
+
+
 def _build(data, name: str, scheme: str, num_clients, seed: int, cache: bool, resolution: float,
            delta: int, beta, ratios, fallback: str) -> FederatedGraph:
-    scheme, k = validate(int(data.num_nodes), num_clients, scheme, beta)
+    given = scheme == "given"
+    if given:
+        k = len(given_parts(data, name))
+        if beta is not None:
+            raise ConfigError("beta only applies to the dirichlet scheme, not given")
+    else:
+        scheme, k = validate(int(data.num_nodes), num_clients, scheme, beta)
+    file_split = getattr(data, "split", None) if "split" in data else None
     if ratios is None:
         ratios = data_mod.DATASETS[name].ratios if name in data_mod.DATASETS else (0.2, 0.4, 0.4)
     ratios = check_ratios(ratios)
@@ -255,6 +281,8 @@ def _build(data, name: str, scheme: str, num_clients, seed: int, cache: bool, re
                   resolution=float(resolution) if louvain else None, delta=int(delta) if louvain else None,
                   beta=None if beta is None else float(beta), ratios=list(ratios),
                   louvain_fallback=fallback if louvain else None, data_fingerprint=_fingerprint(data))
+    if file_split is not None:
+        config["masks"] = "file"
     cached = _load_cache(config, int(data.num_nodes)) if cache else None
     if cached is not None:
         parts, codes = cached
@@ -262,10 +290,16 @@ def _build(data, name: str, scheme: str, num_clients, seed: int, cache: bool, re
     else:
         kw = dict(resolution=resolution, delta=delta, fallback=fallback) if scheme == "louvain" else \
             dict(beta=beta) if scheme == "dirichlet" else {}
-        parts = partition_nodes(data, scheme, k, seed, **kw)
-        clients = build_clients(data, parts, int(seed), ratios)
+        parts = given_parts(data, name) if given else partition_nodes(data, scheme, k, seed, **kw)
+        if file_split is None:
+            clients = build_clients(data, parts, int(seed), ratios)
+        else:
+            codes = file_split.long()
+            clients = _clients(data, parts, [codes[torch.from_numpy(np.asarray(p))] for p in parts])
         if cache:
             _save_cache(config, clients)
+    if given or file_split is not None:
+        check_silos(clients, name)
     return FederatedGraph(name, data, clients, int(data.num_classes), config)
 
 
@@ -291,6 +325,11 @@ def build_federated(dataset, scheme: str = "louvain", num_clients: int = 10, see
     ``cache_dir()/partitions`` and in-process; treat the returned object as read-only.
     """
     ratios_t = None if ratios is None else tuple(float(r) for r in ratios)
+    if isinstance(dataset, (str, os.PathLike)) and str(dataset) not in data_mod.DATASETS:
+        from pace_nb.data import userdata
+
+        if userdata.is_graph_path(dataset):
+            dataset = userdata.load_graph(dataset, cache=cache)
     beta_v = None if beta is None else float(beta)
     if isinstance(dataset, (str, os.PathLike)):
         name = data_mod.canonical_name(str(dataset))

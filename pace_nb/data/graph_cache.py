@@ -68,8 +68,9 @@ def _paths(name: str, raw: dict[str, str]) -> tuple[Path, Path]:
     return d / f"{stem}.npz", d / f"{stem}.json"
 
 
-def load(name: str, raw: dict[str, str]) -> tuple[dict[str, np.ndarray], int] | None:
-    """(arrays, num_classes) of a verified cache entry, else None (a bad entry warns)."""
+def load(name: str, raw: dict[str, str], optional: tuple[str, ...] = ()) -> tuple[dict[str, np.ndarray], int] | None:
+    """(arrays, num_classes) of a verified cache entry, else None (a bad entry warns); arrays
+    named in ``optional`` are read too when the entry holds them."""
     npz, meta = _paths(name, raw)
     if not npz.exists() or not meta.exists():
         return None
@@ -78,7 +79,7 @@ def load(name: str, raw: dict[str, str]) -> tuple[dict[str, np.ndarray], int] | 
         if info.get("version") != CACHE_VERSION or info.get("raw") != raw or info.get("dataset") != name:
             raise ValueError("its manifest does not match the raw files")
         with np.load(npz, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in ARRAYS}
+            arrays = {k: z[k] for k in ARRAYS + tuple(k for k in optional if k in z.files)}
         if array_checksum(arrays) != info.get("sha256"):
             raise ValueError("checksum mismatch")
         num_classes = int(info["num_classes"])

@@ -31,7 +31,7 @@ from pace_nb.experiments.store import ResultsStore
 from pace_nb.methods.spear.core import SpearConfig
 from pace_nb.nn.training import TrainConfig
 
-PARTITIONS = ("louvain", "metis", "dirichlet")
+PARTITIONS = ("louvain", "metis", "dirichlet", "given")  # given: a graph file's own client column
 SECTIONS = {"grid", "experiment", "spear"}
 GRID_KEYS = {"name", "description", "seeds", "data_seed", "seed_batch", "device", "strict", "data_root"}
 EXPERIMENT_KEYS = {"name", "datasets", "partitions", "beta", "clients", "seeds", "data_seed", "seed_batch",
@@ -150,6 +150,35 @@ def _name(cfg: GridConfig, kind: str, value, valid: Iterable[str], key: str, can
     raise cfg.error(f"unknown {kind} {value!r}; valid {kind}s: {', '.join(sorted(map(str, valid)))}", value, key)
 
 
+def _dataset(cfg: GridConfig, value) -> str:
+    """A registered dataset name, or a graph file/folder (docs/OWN_DATA.md; a relative path is
+    relative to the config's folder) as an absolute path, validated now."""
+    from pace_nb.data.datasets import DATASETS, canonical_name
+    from pace_nb.data.userdata import is_graph_path, load_graph
+
+    if isinstance(value, str) and value not in DATASETS:
+        base = Path(cfg.path).parent if not str(cfg.path).startswith("<") else Path.cwd()
+        path = base / Path(value).expanduser()
+        if is_graph_path(path):
+            try:
+                load_graph(path)
+            except PaceNBError as exc:
+                raise cfg.error(str(exc), value, "datasets") from None
+            return str(path.resolve())
+    return _name(cfg, "dataset", value, DATASETS, "datasets", canonical_name)
+
+
+def _given_clients(cfg: GridConfig, dataset: str) -> int:
+    """K of the 'given' partition: the number of clients in the graph file's client column."""
+    from pace_nb.data.userdata import load_graph
+
+    data = load_graph(dataset) if Path(dataset).is_absolute() else None
+    if data is None or "client" not in data:
+        raise cfg.error(f"partition 'given' needs a graph file with a client column; {dataset} has none",
+                        "given", "partitions")
+    return int(data.client.max()) + 1
+
+
 def _method_params(cfg: GridConfig, value: Any, section_keys: Mapping[str, tuple[str, ...]]) -> None:
     """Check a section's ``method_params``: known methods, known parameter names, valid values;
     ``section_keys[method]`` (``"*"``: every method) are set by the section's own keys and may not
@@ -178,7 +207,6 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None, *, data_
     :func:`~pace_nb.data.datasets.data_fingerprint` (raw files under ``data_root`` >
     ``[grid] data_root`` > the default root); without, cells have their setting keys only.
     """
-    from pace_nb.data.datasets import DATASETS, canonical_name
     from pace_nb.methods.pace.protocol import VARIANTS as PACE_VARIANTS
     from pace_nb.methods.spear.core import VARIANTS as SPEAR_VARIANTS
 
@@ -208,7 +236,7 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None, *, data_
             raise cfg.error("every [[experiment]] needs 'datasets' and 'methods'", "experiment")
         if not _as_list(exp["datasets"]) or not _as_list(exp["methods"]):
             raise cfg.error("'datasets' and 'methods' of an [[experiment]] need at least one value each", "methods")
-        datasets = [_name(cfg, "dataset", d, DATASETS, "datasets", canonical_name) for d in _as_list(exp["datasets"])]
+        datasets = [_dataset(cfg, d) for d in _as_list(exp["datasets"])]
         parts = [_name(cfg, "partition", p, PARTITIONS, "partitions") for p in _as_list(exp.get("partitions", "louvain"))]
         betas = V.positive_reals(cfg, "beta", exp.get("beta", 0.5))
         clients = V.clients(cfg, exp.get("clients", 10))
@@ -240,7 +268,7 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None, *, data_
         _check_keys(cfg, sp, SPEAR_KEYS, "[[spear]]")
         if "datasets" not in sp or not _as_list(sp["datasets"]):
             raise cfg.error("every [[spear]] needs 'datasets'", "spear")
-        datasets = [_name(cfg, "dataset", d, DATASETS, "datasets", canonical_name) for d in _as_list(sp["datasets"])]
+        datasets = [_dataset(cfg, d) for d in _as_list(sp["datasets"])]
         variants = [_name(cfg, "SPEAR variant", v, SPEAR_VARIANTS, "variants") for v in _as_list(sp.get("variants", list(SPEAR_VARIANTS)))]
         if not variants:
             raise cfg.error("variants needs at least one value, got []", "variants")
@@ -291,7 +319,7 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None, *, data_
             for d in datasets:
                 for p in parts:
                     for b in (betas if p == "dirichlet" else [None]):
-                        for k in clients:
+                        for k in (clients if p != "given" else [_given_clients(cfg, d)]):
                             for ds in data_seeds:
                                 for sb in _batches(seeds, batch):
                                     for g in groups:
@@ -331,8 +359,10 @@ class GridReport:
 
 
 def _missing_data(cell: Cell, data_root) -> str | None:
-    from pace_nb.data.datasets import get_spec, missing_files, raw_dir
+    from pace_nb.data.datasets import DATASETS, get_spec, missing_files, raw_dir
 
+    if cell.dataset not in DATASETS:  # a graph file, checked by expand
+        return None if Path(cell.dataset).exists() else f"graph file {cell.dataset} not found"
     if not get_spec(cell.dataset).needs_files:
         return None
     miss = missing_files(cell.dataset, data_root)

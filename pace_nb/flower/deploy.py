@@ -4,20 +4,23 @@
 Flower app project (``pyproject.toml`` naming :mod:`pace_nb.flower.apps`, the run config =
 the settings) and a Flower config with a ``loopback`` SuperLink connection, then starts
 
-* ``flower-superlink --insecure`` on 127.0.0.1 — its environment has an EMPTY data root
-  (``PACE_NB_DATA``) and no partition folder: the server side holds no client data;
-* K × ``flower-supernode --insecure --node-config "partition-id=k partition-dir=…"``, each
-  with its own data folder holding only ``client_<k>.npz``;
+* ``flower-superlink`` on 127.0.0.1 with TLS (a demo CA's certificate) and
+  ``--enable-supernode-auth`` — its environment has an EMPTY data root (``PACE_NB_DATA``) and
+  no partition folder: the server side holds no client data;
+* ``flwr supernode register`` of the K SuperNodes' public keys (only these may join);
+* K × ``flower-supernode --root-certificates … --auth-supernode-private-key … --node-config
+  "partition-id=k partition-dir=…"``, each with its own data folder holding only ``client_<k>.npz``;
 * ``flwr run <app> loopback --stream``,
 
 waits (bounded by ``timeout``) for the ServerApp's outcome JSON, and stops every process it
-started (process group by process group). Insecure mode is for loopback only: nothing listens
-beyond 127.0.0.1.
+started (process group by process group). ``insecure=True`` (``--insecure``) drops TLS and
+authentication; nothing listens beyond 127.0.0.1 either way.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -95,13 +98,71 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
-def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0, keep: bool = False) -> FlowerOutcome:
-    """Run one round on a loopback deployment (module docstring) → the ServerApp's outcome."""
+def check_workdir(workdir) -> Path:
+    """A ``--workdir`` the deployment may use: a new path or an empty folder (else :class:`ConfigError`)."""
+    root = Path(workdir).expanduser()
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        raise ConfigError(f"--workdir {workdir} is not a folder; give a new or empty folder")
+    if root.exists() and any(root.iterdir()):
+        raise ConfigError(f"--workdir {workdir} is not empty; give a new or empty folder (nothing in it is touched)")
+    return root
+
+
+def prepare_workdir(workdir) -> tuple[Path, bool]:
+    """The deployment's folder → (path, created by this call). A given ``workdir`` must be new
+    or an empty folder: what is in it is never touched, so a user's files are never deleted."""
+    if workdir is None:
+        return Path(tempfile.mkdtemp(prefix="pace_nb_deploy_")), True
+    root = check_workdir(workdir)
+    if root.exists():
+        return root, False
+    try:
+        root.mkdir(parents=True)
+    except OSError as exc:
+        raise ConfigError(f"--workdir {workdir} cannot be created: {exc.strerror}") from None
+    return root, True
+
+
+def clean_workdir(root: Path, created: bool) -> None:
+    """Remove what the deployment wrote: the folder it created, or the contents of the empty one it was given."""
+    if created:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for child in root.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: Log lines that say why a connection was refused (Flower's error codes, TLS verification).
+_REFUSAL = re.compile(r"\[code: \d+\]|CERTIFICATE_VERIFY_FAILED|No SuperNode found with the given public key")
+
+
+def refusal_line(path: Path) -> str:
+    """The first log line of ``path`` that says why a SuperNode was refused ('' if none)."""
+    text = _ANSI.sub("", path.read_text(errors="replace")) if path.exists() else ""
+    for line in text.splitlines():
+        m = _REFUSAL.search(line)
+        if m:
+            return line.strip() if "public key:" not in line else m.group(0)
+    return ""
+
+
+def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0, keep: bool = False,
+           insecure: bool = False, probe: bool = False) -> FlowerOutcome:
+    """Run one round on a loopback deployment (module docstring) → the ServerApp's outcome.
+
+    Secured by default: TLS with a demo CA and SuperNode authentication (only the K registered
+    keys may join; :mod:`pace_nb.flower.security`); ``insecure`` turns both off. ``probe`` also
+    starts two SuperNodes that must be refused — one whose key is not registered, one that
+    trusts another CA — and records their last log lines (``timings["probe"]``)."""
     if shutil.which("flower-superlink") is None or shutil.which("flwr") is None:
         raise ConfigError("Flower's executables are not on PATH: pip install 'pace_nb[flower]'")
     if settings.num_clients != fg.num_clients:
         raise ConfigError(f"settings ask for {settings.num_clients} clients; the federation has {fg.num_clients}")
-    root = Path(workdir or tempfile.mkdtemp(prefix="pace_nb_deploy_"))
+    root, created = prepare_workdir(workdir)
     logs, home, out = root / "logs", root / "flwr_home", root / "outcome.json"
     for d in (logs, home):
         d.mkdir(parents=True, exist_ok=True)
@@ -109,8 +170,25 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
     shared = export_partitions(fg, root / "export")
     app = write_app(root / "app", settings, out)
     port = free_port()
+    creds = None
+    if not insecure:
+        from pace_nb.flower.security import certificate_authority, make_credentials
+
+        creds = make_credentials(root / "credentials", fg.num_clients + 1, HOST)  # the last key is never registered
+        from cryptography.hazmat.primitives import serialization
+
+        (root / "credentials" / "other_ca.crt").write_bytes(certificate_authority("another CA")[1].public_bytes(
+            serialization.Encoding.PEM))
+    security = "insecure = true" if insecure else f'root-certificates = "{creds.ca}"'
     (home / "config.toml").write_text(f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\n'
-                                      f'address = "{HOST}:{port}"\ninsecure = true\n')
+                                      f'address = "{HOST}:{port}"\n{security}\n')
+    link_security = ["--insecure"] if insecure else [
+        "--ssl-ca-certfile", str(creds.ca), "--ssl-certfile", str(creds.server_cert),
+        "--ssl-keyfile", str(creds.server_key), "--enable-supernode-auth"]
+
+    def node_security(k: int, ca=None) -> list[str]:
+        return ["--insecure"] if insecure else ["--root-certificates", str(ca or creds.ca),
+                                                "--auth-supernode-private-key", str(creds.node_keys[k][0])]
     pkg_root = str(Path(__file__).resolve().parents[2])
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("PACE_NB_")}
     base_env.update(FLWR_HOME=str(home), PYTHONPATH=os.pathsep.join([pkg_root, base_env.get("PYTHONPATH", "")]),
@@ -127,18 +205,33 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
 
     t0 = time.perf_counter()
     try:
-        link = start(["flower-superlink", "--insecure", "--host", HOST, "--port", str(port),
+        link = start(["flower-superlink", *link_security, "--host", HOST, "--port", str(port),
                       "--database", ":flwr-in-memory:", "--disable-runtime-dependency-installation"],
                      "superlink", {**base_env, "PACE_NB_DATA": str(no_data), "PACE_NB_CACHE": str(no_data)})
         _wait_port(port, link, "flower-superlink", 120)
+        for k in range(fg.num_clients if creds is not None else 0):  # only these keys may join
+            reg = subprocess.run(["flwr", "supernode", "register", str(creds.node_keys[k][1]), "loopback"],
+                                 env=base_env, cwd=root, capture_output=True, text=True, timeout=120)
+            if reg.returncode != 0:
+                raise ConfigError(f"registering SuperNode {k}'s key failed: {(reg.stdout + reg.stderr)[-500:]}")
         for k in range(fg.num_clients):
             own = root / f"node_{k}"  # this data holder's folder: its file and the public metadata only
             own.mkdir(exist_ok=True)
             shutil.copy2(client_file(shared, k), client_file(own, k))
             shutil.copy2(shared / META, own / META)
-            start(["flower-supernode", "--insecure", "--superlink", f"{HOST}:{port}", "--host", HOST,
+            start(["flower-supernode", *node_security(k), "--superlink", f"{HOST}:{port}", "--host", HOST,
                    "--port", str(free_port()), "--node-config", f'partition-id={k} partition-dir="{own}"'],
                   f"supernode_{k}", {**base_env, "PACE_NB_DATA": str(own), "PACE_NB_CACHE": str(own / "cache")})
+        probes = {}
+        if probe and creds is not None:  # must be refused: an unregistered key; a CA the SuperLink's cert is not from
+            own = root / "node_0"
+            for name, k, ca in (("unregistered", fg.num_clients, None),
+                                ("tampered_ca", 0, root / "credentials" / "other_ca.crt")):
+                start(["flower-supernode", *node_security(k, ca), "--superlink", f"{HOST}:{port}", "--host", HOST,
+                       "--port", str(free_port()), "--max-retries", "3", "--node-config",
+                       f'partition-id=0 partition-dir="{own}"'],
+                      f"probe_{name}", {**base_env, "PACE_NB_DATA": str(own), "PACE_NB_CACHE": str(own / "probe")})
+                probes[name] = logs / f"probe_{name}.log"
         shutil.rmtree(shared)
         t_started = time.perf_counter()
         run = subprocess.run(["flwr", "run", str(app), "loopback", "--stream"], env=base_env, cwd=root,
@@ -164,7 +257,10 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
 
     outcome = FlowerOutcome(frame(data["rows"]), frame(data["wire"]), data["dropped"], data["timings"],
                             data["settings"])
-    outcome.finish(total, "deployment", processes_start=t_started - t0, workdir=str(root))
+    outcome.finish(total, "deployment", processes_start=t_started - t0, workdir=str(root),
+                   security="insecure" if insecure else "tls+supernode-auth",
+                   **({"probe": {**{k: refusal_line(v) for k, v in probes.items()},
+                                 "superlink": refusal_line(logs / "superlink.log")}} if probes else {}))
     if not keep:
-        shutil.rmtree(root, ignore_errors=True)
+        clean_workdir(root, created)
     return outcome

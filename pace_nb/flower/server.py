@@ -6,12 +6,15 @@ and per-receiver corrections, Eq. 6–8; :func:`pace_nb.methods.spear.core.globa
 for SPEAR), sends every receiver its own return bytes, and turns the clients' reports (α,
 confusion counts) into result rows of the ``run_protocol`` schema. Clients that fail or do not
 answer before ``timeout`` are dropped and reported (``params.flower.dropped``); the round
-proceeds with the rest. A malformed message stops the run with a
-:class:`~pace_nb.core.errors.DataCorruptionError` naming the client; nothing is stored.
+proceeds with the rest. The server trusts no client (:mod:`pace_nb.flower.screening`): who a
+client is comes from the node addressed, every field is checked before use, and an invalid
+message excludes that client only — named, with the reason, in ``params.flower.excluded`` and
+``dropped`` — while the others' round goes on.
 """
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -19,9 +22,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pace_nb.core.errors import ConfigError, DataCorruptionError
+from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import COLUMNS
-from pace_nb.flower import wire
+from pace_nb.flower import screening, wire
 from pace_nb.flower.settings import FlowerSettings
 from pace_nb.methods import metrics
 from pace_nb.methods.evaluation import make_row
@@ -39,8 +42,8 @@ class Reply:
     node_id: int
     partition_id: int
     payload: bytes | None
-    report: dict[str, Any]
-    federation: dict[str, Any]
+    report: dict[str, Any] | None
+    federation: dict[str, Any] | None
     message_bytes: int
 
 
@@ -94,7 +97,10 @@ def wait_for_nodes(grid, settings: FlowerSettings) -> list[int]:
 
 def exchange(grid, settings: FlowerSettings, message_type: str, nodes: list[int],
              payloads: dict[int, bytes] | None = None, group: str = "1") -> tuple[list[Reply], list[dict], dict[int, int]]:
-    """Send one message per node, collect the replies → (replies, dropped, sent message sizes)."""
+    """Send one message per node, collect the replies → (replies by node id, dropped, sent sizes).
+
+    A reply is kept only from a node that was addressed, once; its fields are checked later
+    (:mod:`pace_nb.flower.screening`), nothing here trusts its content."""
     from flwr.app import ConfigRecord, Message, RecordDict
 
     out, sizes = [], {}
@@ -108,58 +114,98 @@ def exchange(grid, settings: FlowerSettings, message_type: str, nodes: list[int]
     replies, dropped, seen = [], [], set()
     for r in grid.send_and_receive(out, timeout=settings.timeout):
         node = int(r.metadata.src_node_id)
+        if node not in sizes or node in seen:
+            continue  # not a node this round addressed, or a second reply: ignored
         seen.add(node)
         if r.has_error():
-            dropped.append({"node_id": node, "stage": message_type, "reason": str(r.error.reason)})
+            dropped.append({"node_id": node, "stage": message_type, "kind": "failed", "reason": str(r.error.reason)})
             continue
-        who = f"client on node {node}"
         rep = r.content.get(wire.REPORT)
-        if rep is None or "partition_id" not in rep:
-            raise DataCorruptionError(f"{who} sent a {message_type} reply without a report")
-        report = {k: rep[k] for k in rep.keys()}
-        payload = wire.blob(r.content.get(wire.PAYLOAD)) if payloads is None else None
-        fed = dict(r.content[wire.CONFIG]) if wire.CONFIG in r.content else {}
-        replies.append(Reply(node, int(report["partition_id"]), payload, report, fed, message_size(r)))
+        report = {k: rep[k] for k in rep.keys()} if rep is not None else None
+        record = r.content.get(wire.PAYLOAD) if payloads is None else None
+        fed = dict(r.content[wire.CONFIG]) if payloads is None and wire.CONFIG in r.content else None
+        replies.append(Reply(node, -1, record.get(wire.BLOB) if record is not None else None, report, fed,
+                             message_size(r)))
     for n in nodes:
         if n not in seen:
-            dropped.append({"node_id": n, "stage": message_type, "reason": f"no reply within {settings.timeout:g} s"})
-    ids = [r.partition_id for r in replies]
-    if len(set(ids)) != len(ids):
-        raise DataCorruptionError(f"two clients claim the same partition id: {sorted(ids)}")
-    return sorted(replies, key=lambda r: r.partition_id), dropped, sizes
+            dropped.append({"node_id": n, "stage": message_type, "kind": "failed",
+                            "reason": f"no reply within {settings.timeout:g} s"})
+    return sorted(replies, key=lambda r: r.node_id), dropped, sizes
+
+
+def _exclude(r: Reply, stage: str, reason) -> dict:
+    who = f"client {r.partition_id} (node {r.node_id})" if r.partition_id >= 0 else f"client on node {r.node_id}"
+    return {"node_id": r.node_id, "stage": stage, "kind": "invalid", "reason": f"{who}: {reason}",
+            "partition_id": r.partition_id if r.partition_id >= 0 else None}
+
+
+def _keep_majority(replies: list[Reply], key: Callable[[Reply], Any], what: str, stage: str, excluded: list) -> list[Reply]:
+    if not replies:
+        return replies
+    want = screening.majority(key(r) for r in replies)
+    for r in replies:
+        if key(r) != want:
+            excluded.append(_exclude(r, stage, f"{what} {key(r)} differ from the other clients' {want}"))
+    return [r for r in replies if key(r) == want]
+
+
+def admit_uploads(ups: list[Reply], settings: FlowerSettings) -> tuple[list[Reply], list[dict], int, dict]:
+    """Checked uploads → (admitted, excluded, num_classes, federation). Identity: a node's claimed
+    partition id must be valid and claimed by no other node; every field is typed and bounded;
+    federation facts, class counts and tensor shapes must agree with the majority."""
+    stage, excluded, kept = wire.UPLOAD[settings.method], [], []
+    for r in ups:
+        try:
+            pid = screening.partition_id(r.report, settings.num_clients)
+            r.report["num_classes"] = screening.upload_report(r.report)
+            r.federation = dict(zip(screening.FEDERATION_FIELDS, screening.federation(r.federation)))
+            screening.payload(r.payload, settings.max_upload_bytes)
+        except screening.Invalid as exc:
+            excluded.append(_exclude(r, stage, exc))
+            continue
+        r.partition_id = pid
+        kept.append(r)
+    claims = Counter(r.partition_id for r in kept)
+    for r in kept:
+        if claims[r.partition_id] > 1:
+            others = [q.node_id for q in kept if q.partition_id == r.partition_id and q is not r]
+            excluded.append(_exclude(r, stage, f"partition_id {r.partition_id} is also claimed by node(s) {others}"))
+    kept = [r for r in kept if claims[r.partition_id] == 1]
+    kept = _keep_majority(kept, lambda r: tuple(r.federation.values()), "federation", stage, excluded)
+    kept = _keep_majority(kept, lambda r: r.report["num_classes"], "num_classes", stage, excluded)
+    c = kept[0].report["num_classes"] if kept else 0
+    parsed: dict[int, Any] = {}
+    for r in list(kept):
+        try:
+            parsed[r.node_id] = screening.pace_header(r.payload) if settings.method == "pace" else \
+                screening.spear_tensors(r.payload, c)
+        except screening.Invalid as exc:
+            excluded.append(_exclude(r, stage, exc))
+    kept = [r for r in kept if r.node_id in parsed]
+    if settings.method == "pace":
+        kept = _keep_majority(kept, lambda r: parsed[r.node_id], "uploaded tensors", stage, excluded)
+    else:
+        sized = [r for r in kept if bool((parsed[r.node_id][1] > 0).any())]
+        feats = _keep_majority(sized, lambda r: parsed[r.node_id][0].shape[1], "prototype widths", stage, excluded)
+        kept = [r for r in kept if r in feats or r not in sized]
+    return kept, excluded, c, (kept[0].federation if kept else {})
 
 
 def _pace_server(replies: list[Reply], cfg) -> tuple[list[bytes], int]:
-    """Parse the uploads (naming a malformed one), run the in-process server → (returns, dense bytes)."""
-    headers = []
-    for r in replies:
-        try:
-            msg = lowrank.deserialize(r.payload)
-        except DataCorruptionError as exc:
-            raise DataCorruptionError(f"client {r.partition_id} (node {r.node_id}) sent a malformed upload: {exc}") from None
-        headers.append({n: c.shape for n, c in msg.items()})
-        if headers[-1] != headers[0]:
-            raise DataCorruptionError(f"client {r.partition_id} uploaded tensors {headers[-1]} that do not "
-                                      f"match client {replies[0].partition_id}'s {headers[0]}")
-    dense = 4 * sum(int(np.prod(s)) for n, s in headers[0].items() if n.startswith(pace.DELTA))
+    """The in-process PACE server on admitted uploads → (returns, dense bytes)."""
+    msg = lowrank.deserialize(replies[0].payload)
+    dense = 4 * sum(int(np.prod(c.shape)) for n, c in msg.items() if n.startswith(pace.DELTA))
     return pace.server([r.payload for r in replies], cfg), dense
 
 
 def _spear_server(replies: list[Reply], num_classes: int, cfg, aggregation: str) -> bytes:
-    ps, ns = [], []
-    for r in replies:
-        try:
-            p, n = wire.spear_upload_tensors(r.payload, num_classes)
-        except DataCorruptionError as exc:
-            raise DataCorruptionError(f"client {r.partition_id} (node {r.node_id}): {exc}") from None
-        ps.append(p)
-        ns.append(n)
+    ps, ns = zip(*(wire.spear_upload_tensors(r.payload, num_classes) for r in replies))
     features = {p.shape[1] for p, n in zip(ps, ns) if bool((n > 0).any())}
-    if len(features) > 1:
-        raise DataCorruptionError(f"SPEAR uploads disagree on the feature dimension: {sorted(features)}")
-    f = features.pop() if features else ps[0].shape[1]
+    if not features:
+        raise ConfigError("no admitted SPEAR client uploaded a prototype (every upload was empty)")
+    f = features.pop()
     P = torch.stack([p if p.shape[1] == f else torch.zeros(num_classes, f) for p in ps])
-    g, present = spear.global_prototypes(P, torch.stack(ns), cfg.gamma, aggregation)
+    g, present = spear.global_prototypes(P, torch.stack(list(ns)), cfg.gamma, aggregation)
     return wire.spear_return(g, present)
 
 
@@ -200,14 +246,19 @@ def result_rows(reports: list[dict], num_classes: int, base: dict, *, up: list[i
     return rows
 
 
-def _federation(replies: list[Reply]) -> dict[str, Any]:
-    feds = [r.federation for r in replies]
-    if any(f != feds[0] for f in feds):
-        raise DataCorruptionError("the clients belong to different federations (dataset/partition/K differ)")
-    classes = {int(r.report["num_classes"]) for r in replies}
-    if len(classes) != 1:
-        raise DataCorruptionError(f"the clients disagree on the number of classes: {sorted(classes)}")
-    return {**feds[0], "num_classes": classes.pop()}
+def _reports(reps: list[Reply], ups: list[Reply], c: int, settings: FlowerSettings) -> tuple[list[Reply], list[dict]]:
+    """Receive reports checked against each node's bound partition id → (valid, excluded)."""
+    bound = {r.node_id: r.partition_id for r in ups}
+    stage, good, excluded = wire.RECEIVE[settings.method], [], []
+    for r in reps:
+        r.partition_id = bound[r.node_id]
+        try:
+            r.report = screening.final_report(r.report, r.partition_id, c, has_local=settings.method == "pace")
+        except screening.Invalid as exc:
+            excluded.append(_exclude(r, stage, exc))
+            continue
+        good.append(r)
+    return good, excluded
 
 
 def run_round(grid, settings: FlowerSettings) -> FlowerOutcome:
@@ -217,11 +268,12 @@ def run_round(grid, settings: FlowerSettings) -> FlowerOutcome:
     t["nodes"] = time.perf_counter()
     m = settings.method
     ups, dropped, sent_up = exchange(grid, settings, wire.UPLOAD[m], nodes)
+    ups, excluded, c, fed = admit_uploads(ups, settings)
     t["uploads"] = time.perf_counter()
     if len(ups) < settings.min_clients:
-        raise ConfigError(f"only {len(ups)} client(s) uploaded (need {settings.min_clients}); dropped: {dropped}")
-    fed = _federation(ups)
-    c = fed["num_classes"]
+        raise ConfigError(f"only {len(ups)} valid upload(s) (need {settings.min_clients}); "
+                          f"{'; '.join(d['reason'] for d in dropped + excluded)[:1500]}")
+    ups = sorted(ups, key=lambda r: r.partition_id)
     if m == "pace":
         cfg = settings.pace_config
         returns, dense = _pace_server(ups, cfg)
@@ -231,16 +283,22 @@ def run_round(grid, settings: FlowerSettings) -> FlowerOutcome:
     t["server"] = time.perf_counter()
     by_node = {r.node_id: b for r, b in zip(ups, returns)}
     reps, dropped2, sent_down = exchange(grid, settings, wire.RECEIVE[m], [r.node_id for r in ups], by_node, group="2")
+    reps, excluded2 = _reports(reps, ups, c, settings)
     t["reports"] = time.perf_counter()
-    reports = [wire.check_report(r.report, c, f"client {r.partition_id}", has_local=(m == "pace")) for r in reps]
+    dropped, excluded = dropped + dropped2, excluded + excluded2
+    if not reps:
+        raise ConfigError(f"no client returned a valid report; {'; '.join(d['reason'] for d in dropped + excluded)[:1500]}")
+    reps = sorted(reps, key=lambda r: r.partition_id)
+    reports = [r.report for r in reps]
     done = {r.node_id for r in reps}
     kept = [r for r in ups if r.node_id in done]
-    dropped = dropped + dropped2
     part_of = {r.node_id: r.partition_id for r in ups}
     for d in dropped:
         d["partition_id"] = part_of.get(d["node_id"])
+    dropped = dropped + excluded
     flower = {"runtime": "flower", "participants": [r.partition_id for r in kept],
-              "dropped": [d["partition_id"] if d["partition_id"] is not None else f"node {d['node_id']}" for d in dropped]}
+              "dropped": [d["partition_id"] if d["partition_id"] is not None else f"node {d['node_id']}" for d in dropped],
+              "excluded": [d["reason"] for d in excluded]}
     if m == "pace":
         params = {"pace": asdict(cfg), "train": asdict(settings.train_config), "flower": flower}
         base = dict(seed=settings.seed, method="pace", variant=settings.variant, rank=cfg.rank)

@@ -30,6 +30,7 @@ class FlowerSettings:
         "rank": [Interval(int, 0, None)],
         "timeout": [Interval(float, 0.0, None, closed="neither")],
         "min_clients": [Interval(int, 1, 10_000)],
+        "max_upload_bytes": [Interval(int, 1, None)],
     }
     method: str = "pace"
     num_clients: int = 10
@@ -48,6 +49,7 @@ class FlowerSettings:
     device: str = "auto"
     timeout: float = 600.0
     min_clients: int = 1
+    max_upload_bytes: int = 256 << 20  # the server refuses a larger upload before parsing it
 
     def __post_init__(self) -> None:
         validate_params(self)
@@ -67,7 +69,7 @@ class FlowerSettings:
             if name not in names:
                 raise ConfigError(f"unknown Flower run setting {key!r}; valid: {', '.join(sorted(names))}")
             kw[name] = value
-        for name in ("num_clients", "seed", "rank", "T", "hidden", "epochs", "min_clients"):
+        for name in ("num_clients", "seed", "rank", "T", "hidden", "epochs", "min_clients", "max_upload_bytes"):
             if name in kw and isinstance(kw[name], float) and float(kw[name]).is_integer():
                 kw[name] = int(kw[name])
         return cls(**kw)

@@ -15,6 +15,7 @@ import json
 import time
 
 from pace_nb.core.errors import ConfigError
+from pace_nb.cli.commands._graph import add_graph_argument, resolve_source
 
 
 def register(sub) -> None:
@@ -26,7 +27,8 @@ def register(sub) -> None:
     p.add_argument("--clients", type=int, default=10, help="number of clients K = SuperNodes (default 10)")
     p.add_argument("--method", choices=("pace", "spear"), default="pace", help="protocol (default pace)")
     p.add_argument("--partition", default=None,
-                   help="louvain | metis | dirichlet (default: louvain for PACE, dirichlet for SPEAR)")
+                   help="louvain | metis | dirichlet | given (the --graph file's clients; default: louvain for PACE, "
+                        "dirichlet for SPEAR)")
     p.add_argument("--beta", type=float, default=None, help="Dirichlet concentration (default 0.05 for SPEAR)")
     p.add_argument("--data-seed", type=int, default=2024, help="partition + masks seed (default 2024)")
     p.add_argument("--seed", type=int, default=None, help="PACE run seed (default: the first paper seed)")
@@ -36,10 +38,18 @@ def register(sub) -> None:
     p.add_argument("--engine", choices=("ray", "inprocess"), default="ray", help="simulate: engine (default ray)")
     p.add_argument("--timeout", type=float, default=900.0, help="bound on the whole run, seconds (default 900)")
     p.add_argument("--compare", action="store_true", help="also run the in-process protocol and print both")
-    p.add_argument("--workdir", default=None, help="deploy: folder for partitions, app, logs (default: temporary)")
+    p.add_argument("--workdir", default=None,
+                   help="deploy/export: a new or empty folder for partitions, app, logs (default: temporary); "
+                        "deploy removes only what it wrote there")
     p.add_argument("--keep", action="store_true", help="deploy: keep the work folder (logs) afterwards")
+    p.add_argument("--insecure", action="store_true",
+                   help="deploy: no TLS and no SuperNode authentication (default: both, with demo credentials)")
+    p.add_argument("--probe", action="store_true",
+                   help="deploy: also start a SuperNode with an unregistered key and one trusting another CA; "
+                        "both must be refused (their last log lines are printed)")
     p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA, else ./data)")
     p.add_argument("--json", default=None, metavar="FILE", help="write rows, wire sizes and timings as JSON")
+    add_graph_argument(p)
     p.set_defaults(func=run)
 
 
@@ -48,7 +58,7 @@ def _federation(args):
 
     scheme = args.partition or ("dirichlet" if args.method == "spear" else "louvain")
     beta = args.beta if args.beta is not None else (0.05 if scheme == "dirichlet" else None)
-    return build_federated(args.dataset, scheme=scheme, num_clients=args.clients, seed=args.data_seed,
+    return build_federated(resolve_source(args).dataset, scheme=scheme, num_clients=args.clients, seed=args.data_seed,
                            data_root=args.data_root, beta=beta)
 
 
@@ -95,6 +105,10 @@ def run(args) -> int:
         from pace_nb.core.io import check_output_file
 
         check_output_file(args.json, "--json")
+    if args.action in ("deploy", "export") and args.workdir:
+        from pace_nb.flower.deploy import check_workdir
+
+        check_workdir(args.workdir)
     fg = _federation(args)
     kw = {} if args.seed is None else {"seed": args.seed}
     settings = FlowerSettings(method=args.method, num_clients=fg.num_clients, rank=args.rank, variant=args.variant,
@@ -104,7 +118,13 @@ def run(args) -> int:
     if args.action == "deploy":
         from pace_nb.flower.deploy import deploy
 
-        out = deploy(fg, settings, workdir=args.workdir, timeout=args.timeout, keep=args.keep)
+        if args.insecure:
+            import sys
+
+            print("pace-nb: warning: --insecure: no TLS and no SuperNode authentication; any process that reaches "
+                  "the SuperLink port can join (loopback only)", file=sys.stderr)
+        out = deploy(fg, settings, workdir=args.workdir, timeout=args.timeout, keep=args.keep,
+                     insecure=args.insecure, probe=args.probe)
     elif args.engine == "ray":
         from pace_nb.flower.simulate import simulate
 
@@ -133,6 +153,10 @@ def run(args) -> int:
           f"{t['server_compute']:.3f} s, clients {t['client_compute']:.2f} s summed"
           + (f" (Local training mean {train.mean():.2f} s, max {train.max():.2f} s)" if train is not None else "")
           + f"; overhead {t['overhead']:.1f} s")
+    if "security" in t:
+        print(f"  security: {t['security']}")
+    for name, line in t.get("probe", {}).items():
+        print(f"  probe {name}: {line}")
     doc = out.to_json_dict()
     if args.compare:
         ref, secs = _reference(fg, settings)

@@ -4,13 +4,15 @@ from __future__ import annotations
 import argparse
 
 from pace_nb.core.config import DATA_SEED
+from pace_nb.cli.commands._graph import add_graph_argument, resolve_source
 
 
 def register(sub) -> None:
     p = sub.add_parser("partition", help="split a dataset among K clients; --json writes node ids and masks",
                        description=__doc__)
     p.add_argument("--dataset", default="demo", help="dataset name (see `pace-nb datasets`; default demo)")
-    p.add_argument("--scheme", default="louvain", help="partition scheme: louvain | metis | dirichlet (default louvain)")
+    p.add_argument("--scheme", default="louvain",
+                   help="partition scheme: louvain | metis | dirichlet | given (the --graph file's clients; default louvain)")
     p.add_argument("--clients", type=int, default=10, help="number of clients K (default 10)")
     p.add_argument("--beta", type=float, default=None, help="Dirichlet concentration (dirichlet scheme only)")
     p.add_argument("--seed", type=int, default=DATA_SEED, help=f"data seed for partition and masks (default {DATA_SEED})")
@@ -20,6 +22,7 @@ def register(sub) -> None:
     p.add_argument("--no-cache", action="store_true", help="rebuild instead of using the partition cache")
     p.add_argument("--json", metavar="FILE", default=None,
                    help='write {"clients": [[global ids]], "masks": {...}, "config": {...}}')
+    add_graph_argument(p)
     p.set_defaults(func=run)
 
 
@@ -29,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         check_output_file(args.json, "--json")
-    fg = build_federated(args.dataset, args.scheme, args.clients, args.seed, data_root=args.data_root,
+    fg = build_federated(resolve_source(args).dataset, args.scheme, args.clients, args.seed, data_root=args.data_root,
                          cache=not args.no_cache, resolution=args.resolution, delta=args.delta, beta=args.beta)
     cfg = fg.config
     extra = f"beta={cfg['beta']}" if cfg["scheme"] == "dirichlet" else \

@@ -18,6 +18,7 @@ from pace_nb.cli.options import add_seeds, int_list, interrupted_note
 from pace_nb.core.config import DATA_SEED, PAPER_SEEDS
 from pace_nb.core.errors import ConfigError, unknown
 from pace_nb.core.validation import check_clients, check_names, check_ranks, check_seed, check_seeds
+from pace_nb.cli.commands._graph import add_graph_argument, given_federation, resolve_source
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,7 +37,8 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="run PACE (+ Local and baselines) on one dataset",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="demo", help="dataset name (default: the embedded demo graph)")
-    p.add_argument("--partition", default="louvain", help="louvain | metis | dirichlet (default louvain)")
+    p.add_argument("--partition", default="louvain",
+                   help="louvain | metis | dirichlet | given (the --graph file's clients; default louvain)")
     p.add_argument("--clients", type=int, default=10, help="number of clients K (default 10)")
     p.add_argument("--beta", type=float, default=None, help="Dirichlet concentration (dirichlet partition only)")
     add_seeds(p, PAPER_SEEDS, "run seeds (initialization, dropout)")
@@ -51,6 +53,7 @@ def register(sub) -> None:
     p.add_argument("--results", default=None, metavar="DIR", help="same as --store DIR")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--json", default=None, metavar="FILE", help="write summary/receivers/config as JSON")
+    add_graph_argument(p)
     p.set_defaults(func=run, interrupted=lambda args: interrupted_note(None))
 
 
@@ -119,14 +122,17 @@ def run(args) -> int:
         check_output_dir(store_dir, "--store")
     if args.json:
         check_output_file(args.json, "--json")
-    from pace_nb.data.datasets import canonical_name, data_fingerprint
+    from pace_nb.data.datasets import data_fingerprint
 
-    fingerprint = data_fingerprint(args.dataset, args.data_root) if store_dir else ""  # the cell's data version
-
-    config = {"dataset": canonical_name(args.dataset), "partition": str(args.partition).lower(), "num_clients": args.clients,
+    source = resolve_source(args)
+    fingerprint = data_fingerprint(source.dataset, args.data_root) if store_dir else ""  # the cell's data version
+    fg = given_federation(source, args.data_seed) if str(args.partition).lower() == "given" else None
+    if fg is not None:
+        args.clients = fg.num_clients
+    config = {"dataset": source.name, **source.record, "partition": str(args.partition).lower(), "num_clients": args.clients,
               "beta": args.beta, "seeds": seeds, "data_seed": args.data_seed, "ranks": ranks,
               "methods": methods, "variants": variants, "device": args.device}
-    rows = run_protocol(args.dataset, partition=args.partition, num_clients=args.clients, seeds=seeds,
+    rows = run_protocol(source.dataset if fg is None else fg, partition=args.partition, num_clients=args.clients, seeds=seeds,
                         methods=methods, method_params={"pace": {"variants": tuple(variants), "ranks": tuple(ranks)}},
                         data_seed=args.data_seed,
                         data_root=args.data_root, device=args.device, progress=not args.no_progress,

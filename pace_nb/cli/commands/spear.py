@@ -19,6 +19,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
+from pace_nb.cli.commands._graph import add_graph_argument, resolve_source
 from pace_nb.cli.options import add_seeds, int_list, interrupted_note, split_list
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.validation import check_clients, check_seeds
@@ -53,6 +54,7 @@ def register(sub) -> None:
                    help="write each finished data seed to the results store DIR; a rerun resumes from it")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--json", default=None, metavar="FILE", help="write summary + per-seed rows as JSON")
+    add_graph_argument(p, partition=True)
     p.set_defaults(func=run, interrupted=_interrupted)
 
 
@@ -97,11 +99,11 @@ def _acc(mean: float, std: float) -> str:
     return f"{mean:6.2f} ± {std:5.2f}" if std == std else f"{mean:6.2f}"  # one seed: no spread
 
 
-def section(args, seeds: list[int]) -> dict:
+def section(args, seeds: list[int], dataset: str | None = None) -> dict:
     """The ``[[spear]]`` grid section this command line means (one cell per data seed)."""
     from pace_nb.core.config import PAPER_SEEDS
 
-    sec = {"name": "pace-nb spear", "datasets": [args.dataset], "beta": args.beta, "clients": args.clients,
+    sec = {"name": "pace-nb spear", "datasets": [dataset or args.dataset], "beta": args.beta, "clients": args.clients,
            "seeds": seeds, "seed_batch": 1}
     sec.update({k: getattr(args, k) for k in ("T", "a", "gamma") if getattr(args, k) is not None})
     if args.methods:
@@ -132,6 +134,30 @@ def _compute(cfg, cells, store, args):
     return report
 
 
+def _given_rows(args, source, seeds: list[int], sec: dict) -> pd.DataFrame:
+    """Rows on the graph's own clients (``--partition given``): one federation per data seed
+    (the seed draws the masks unless the file gives them), computed here, not stored."""
+    import pandas as pd
+
+    from pace_nb.cli.commands._graph import given_federation
+    from pace_nb.methods.spear import analysis as sa
+    from pace_nb.methods.spear.core import SpearConfig
+
+    config = SpearConfig(**{k: sec[k] for k in ("T", "a", "gamma") if k in sec})
+    frames = []
+    for seed in seeds:
+        fg = given_federation(source, seed, show=seed == seeds[0])
+        args.clients = fg.num_clients
+        if args.methods:
+            from pace_nb.methods.oneshot.compare import run_comparison
+
+            frames.append(run_comparison(fg, sec["methods"], rounds=sec["rounds"], run_seed=sec["run_seed"],
+                                         spear_config=config))
+        else:
+            frames.append(sa.ablation(fg, config, tuple(sec["variants"])))
+    return pd.concat(frames, ignore_index=True)
+
+
 def run(args) -> int:
     import tempfile
 
@@ -153,7 +179,12 @@ def run(args) -> int:
     check_count(args.rounds, "--rounds", MAX_ROUNDS)
     if args.run_seed is not None:
         check_seed(args.run_seed, "--run-seed")
-    sec = section(args, seeds)
+    source = resolve_source(args)  # a --graph file is validated here, before any work
+    given = getattr(args, "partition", "dirichlet") == "given"
+    if given and args.store:
+        raise ConfigError("--store keeps Dirichlet cells; with --partition given the rows are printed "
+                          "(and written with --json) only")
+    sec = section(args, seeds, source.dataset)
     cfg = GridConfig({"grid": {"name": "pace-nb spear"}, "spear": [sec]}, path="pace-nb spear")
     try:
         cells = expand(cfg)  # validates every name and parameter before any work
@@ -163,26 +194,31 @@ def run(args) -> int:
         check_output_file(args.json, "--json")
     if args.store:
         check_output_dir(args.store, "--store")
-    with tempfile.TemporaryDirectory(prefix="pace_nb-spear-") as tmp:
-        store = ResultsStore(args.store or tmp)
-        report = _compute(cfg, cells, store, args)
-        rows = pd.concat([store.rows_of(c.key) for c in cells], ignore_index=True)
-    done = report.count("done")
+    if given:
+        rows = _given_rows(args, source, seeds, sec)
+    else:
+        with tempfile.TemporaryDirectory(prefix="pace_nb-spear-") as tmp:
+            store = ResultsStore(args.store or tmp)
+            report = _compute(cfg, cells, store, args)
+            rows = pd.concat([store.rows_of(c.key) for c in cells], ignore_index=True)
     if args.store:
+        done = report.count("done")
         print(f"store {store.root}: {report.count('ran')} data seed(s) computed, {done} read (already done)")
     comparison = bool(args.methods)
     summary = comparison_summary(rows) if comparison else summarize(rows)
     table = summary.assign(acc=[_acc(m, s) for m, s in zip(summary.acc_mean, summary.acc_std)])
     opts = f"T={sec.get('T', 2)}, a={sec.get('a', 0.5)}, gamma={sec.get('gamma', 0.1)}"
-    head = (f"SPEAR comparison on {rows['dataset'].iloc[0]}: Dirichlet beta={args.beta}, K={args.clients}, "
+    setting = "the graph's given clients" if given else f"Dirichlet beta={args.beta}"
+    head = (f"SPEAR comparison on {rows['dataset'].iloc[0]}: {setting}, K={args.clients}, "
             f"rounds={sec['rounds']} (multi-round), run seed {sec['run_seed']}" if comparison else
-            f"SPEAR on {rows['dataset'].iloc[0]}: Dirichlet beta={args.beta}, K={args.clients}, {opts}")
+            f"SPEAR on {rows['dataset'].iloc[0]}: {setting}, K={args.clients}, {opts}")
     print(f"{head}; data seeds {', '.join(map(str, seeds))} (acc: mean ± sample std over data seeds)")
     cols = ["method", "acc", "kib_client", "mib_total", "seconds", "n_seeds"] if comparison else \
         ["method", "label", "variant", "acc", "n_seeds"]
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     if args.json:
         config = {k: v for k, v in sec.items() if k not in ("name", "datasets", "seed_batch")}
+        config.update(source.record, partition="given" if given else "dirichlet")
         atomic_write_json(args.json, {"config": {"dataset": rows["dataset"].iloc[0], **config, "std": "sample (ddof=1)",
                                                  "cells": [c.key for c in cells], "store": args.store},
                                       "summary": _records(summary), "rows": _records(rows)})

@@ -1,0 +1,171 @@
+"""A server that trusts no client: malicious uploads and reports in the in-process Flower grid.
+
+Each case alters one client's message; the server must exclude that client only, name it, and
+give the honest clients the rows they get when that client simply drops out."""
+from __future__ import annotations
+
+import io
+import json
+import struct
+
+import numpy as np
+import pandas as pd
+import pytest
+
+flwr = pytest.importorskip("flwr")
+
+from flwr.app import ConfigRecord  # noqa: E402
+
+from pace_nb.core.errors import ConfigError  # noqa: E402
+from pace_nb.data.federation import build_federated  # noqa: E402
+from pace_nb.flower import wire  # noqa: E402
+from pace_nb.flower.client import make_client_app  # noqa: E402
+from pace_nb.flower.inprocess import run_inprocess  # noqa: E402
+from pace_nb.flower.partitions import export_partitions  # noqa: E402
+from pace_nb.flower.settings import FlowerSettings  # noqa: E402
+from pace_nb.methods.pace import lowrank  # noqa: E402
+
+K = 3
+PACE = FlowerSettings(num_clients=K, epochs=5)
+SPEAR = FlowerSettings(method="spear", num_clients=K)
+SAME = ["receiver", "acc", "f1_weighted", "f1_macro", "alpha", "acc_local", "acc_external", "bytes_up",
+        "bytes_down", "n_test"]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    fg = build_federated("demo", "dirichlet", K, 2024, beta=1.0)
+    return str(export_partitions(fg, tmp_path_factory.mktemp("parts")))
+
+
+def _rows(out, receivers=None):
+    r = out.rows if receivers is None else out.rows[out.rows.receiver.isin(receivers)]
+    return r[SAME].sort_values("receiver").reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def without(parts):
+    """Runs where the named clients fail before uploading (the honest reference)."""
+    cache = {}
+
+    def get(settings, *bad):
+        key = (settings.method, bad)
+        if key not in cache:
+            cache[key] = run_inprocess(make_client_app(parts, fail_partitions=bad), settings)
+        return cache[key]
+    return get
+
+
+def _app(parts, mutate, stage, who=0):
+    real = make_client_app(parts)
+
+    def app(message, context):
+        reply = real(message, context)
+        if int(context.node_config["partition-id"]) == who and message.metadata.message_type == stage:
+            mutate(reply.content)
+        return reply
+    return app
+
+
+def _payload(blob: bytes):
+    return lambda c: c.__setitem__(wire.PAYLOAD, ConfigRecord({wire.BLOB: blob}))
+
+
+def _report(key, value):
+    return lambda c: c[wire.REPORT].__setitem__(key, value)
+
+
+def _nan_pace(c):
+    carriers = lowrank.deserialize(wire.blob(c[wire.PAYLOAD]))
+    first = next(iter(carriers.values()))
+    (first.dense if first.dense is not None else first.left).view(-1)[0] = float("nan")
+    c[wire.PAYLOAD] = ConfigRecord({wire.BLOB: lowrank.serialize(carriers)})
+
+
+def _header(entries) -> bytes:
+    head = json.dumps(entries).encode()
+    return lowrank.MAGIC + struct.pack("<I", len(head)) + head
+
+
+UPLOAD_CASES = {
+    "bad magic": (_payload(b"not a PACE message"), "bad magic"),
+    "no byte payload": (lambda c: c.__setitem__(wire.PAYLOAD, ConfigRecord({"other": 1})), "not bytes"),
+    "NaN tensor": (_nan_pace, "NaN"),
+    "header entry not a 4-list": (_payload(_header([[1, 2]])), "malformed PACE upload"),
+    "string rank": (_payload(_header([["conv1.weight", "lowrank", [2, 2], "six"]])), "malformed PACE upload"),
+    "partition_id -1": (_report("partition_id", -1), "partition_id = -1"),
+    "partition_id 99": (_report("partition_id", 99), "partition_id = 99"),
+    "partition_id list": (_report("partition_id", [0]), "not an integer"),
+    "num_classes missing": (lambda c: c[wire.REPORT].__delitem__("num_classes"), "num_classes"),
+    "num_classes wrong": (_report("num_classes", 7), "num_classes"),
+    "federation forged": (lambda c: c[wire.CONFIG].__setitem__("dataset", "Cora"), "federation"),
+    "oversized": (None, "above the limit"),  # one byte above the honest clients' largest upload
+}
+
+
+@pytest.mark.parametrize("case", sorted(UPLOAD_CASES))
+def test_invalid_pace_upload_excludes_only_that_client(case, parts, without):
+    mutate, reason = UPLOAD_CASES[case]
+    settings = PACE
+    if case == "oversized":
+        limit = int(run_inprocess(make_client_app(parts), PACE).wire.payload_up.max())
+        settings = FlowerSettings(num_clients=K, epochs=5, max_upload_bytes=limit)
+        mutate = _payload(lowrank.MAGIC + bytes(limit + 1 - len(lowrank.MAGIC)))
+    out = run_inprocess(_app(parts, mutate, wire.UPLOAD["pace"]), settings)
+    pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0)), check_exact=True)
+    bad = [d for d in out.dropped if d["kind"] == "invalid"]
+    assert len(bad) == 1 and bad[0]["node_id"] == 1 and reason in bad[0]["reason"], out.dropped
+    assert "node 1" in bad[0]["reason"]
+    assert reason in json.loads(out.rows.params.iloc[0])["flower"]["excluded"][0]
+
+
+def test_forged_duplicate_id_excludes_both_claimants(parts, without):
+    out = run_inprocess(_app(parts, _report("partition_id", 1), wire.UPLOAD["pace"]), PACE)
+    pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0, 1)), check_exact=True)
+    assert sorted(d["node_id"] for d in out.dropped) == [1, 2]
+    assert all("also claimed" in d["reason"] for d in out.dropped)
+
+
+def test_swapped_id_in_round_two_and_bad_alpha(parts):
+    honest = run_inprocess(make_client_app(parts), PACE)
+    for mutate, reason in ((_report("partition_id", 2), "uploaded as 0"), (_report("alpha", 1e300), "alpha")):
+        out = run_inprocess(_app(parts, mutate, wire.RECEIVE["pace"]), PACE)
+        # client 0's upload was valid, so the others' returns are the honest ones: their rows too
+        pd.testing.assert_frame_equal(_rows(out, [1, 2]), _rows(honest, [1, 2]), check_exact=True)
+        assert set(out.rows.receiver) == {1, 2, -1} and (out.rows.receiver == -1).sum() == 1
+        assert len(out.dropped) == 1 and reason in out.dropped[0]["reason"] and "client 0" in out.dropped[0]["reason"]
+
+
+def _nan_spear(c):
+    with np.load(io.BytesIO(wire.blob(c[wire.PAYLOAD])), allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["prototypes"][0, 0] = np.nan
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    c[wire.PAYLOAD] = ConfigRecord({wire.BLOB: buf.getvalue()})
+
+
+def test_spear_nan_prototypes_excluded(parts, without):
+    out = run_inprocess(_app(parts, _nan_spear, wire.UPLOAD["spear"]), SPEAR)
+    pd.testing.assert_frame_equal(_rows(out), _rows(without(SPEAR, 0)), check_exact=True)
+    assert len(out.dropped) == 1 and "NaN" in out.dropped[0]["reason"] and "node 1" in out.dropped[0]["reason"]
+
+
+def test_nothing_valid_is_a_clear_error(parts):
+    real = make_client_app(parts)
+
+    def every(stage, mutate):
+        def app(message, context):
+            reply = real(message, context)
+            if message.metadata.message_type == stage:
+                mutate(reply.content)
+            return reply
+        return app
+    with pytest.raises(ConfigError, match="no client returned a valid report"):
+        run_inprocess(every(wire.RECEIVE["pace"], _report("n_test", -1)), PACE)
+    with pytest.raises(ConfigError, match="no admitted SPEAR client uploaded a prototype"):
+        run_inprocess(every(wire.UPLOAD["spear"], _payload(b"")), SPEAR)
+    with pytest.raises(ConfigError, match="valid upload"):
+        run_inprocess(every(wire.UPLOAD["pace"], _payload(b"junk")), PACE)
