@@ -43,6 +43,9 @@ def validate_graph(data, where: str = "graph", num_classes: int | None = None) -
         raise ConfigError(f"{where}: labels must lie in [0, {c - 1}] (num_classes = {c}), got [{lo}, {hi}]")
 
 
+#: Optional per-node attributes kept by :func:`prepare_graph` (a given partition and split).
+PER_NODE = ("client", "split", "train_mask", "val_mask", "test_mask")
+
 #: Largest feature magnitude accepted: a float32 GCN on larger values overflows to inf.
 MAX_FEATURE = 1e15
 
@@ -69,6 +72,10 @@ def prepare_graph(data, where: str = "custom Data", num_classes: int | None = No
                           f"where float32 training overflows); scale or standardize them")
     out = Data(x=x.float().contiguous(), edge_index=coalesce(view.edge_index.long(), num_nodes=int(x.shape[0])),
                y=y.long().view(-1))
+    for key in PER_NODE:  # a user's own clients / split travel with the graph (docs/OWN_DATA.md)
+        value = getattr(data, key, None)
+        if isinstance(value, torch.Tensor):
+            out[key] = value
     out.name = str(getattr(data, "name", None) or "custom")
     out.num_classes = int(num_classes if num_classes is not None else int(out.y.max()) + 1)
     return out
