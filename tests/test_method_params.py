@@ -138,3 +138,37 @@ def test_cli_grid_typo_is_one_error_line(tmp_path, capsys):
     assert main(["grid", str(path), "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("pace-nb: error:") and "mmu" in err[0]
+
+
+@pytest.mark.parametrize("param, message", [
+    ("fedprox.mmu=0.1", r"method 'fedprox': unknown parameter\(s\) \['mmu'\]; valid: local_epochs, mu, rounds, weighting"),
+    ("fedprox.mu=abc", "fedprox: parameter 'mu' must be a float"),
+    ("fednova.tau=steps", "'fednova' is not among --methods"),
+    ("pace.ranks=[2]", "with --rank"),
+    ("fedprox", "expected METHOD.NAME=VALUE"),
+])
+def test_cli_run_param_is_checked_before_any_work(param, message, capsys, monkeypatch):
+    import pace_nb.methods.protocol as protocol
+
+    monkeypatch.setattr(protocol, "federation", lambda *a, **k: pytest.fail("built the federation"))
+    argv = ["run", "--clients", "3", "--seeds", "1", "--methods", "local,fedprox,pace", "--no-progress", "--param", param]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pace-nb: error:") and re.search(message, err[0])
+
+
+def test_cli_run_param_reaches_the_method(tmp_path, monkeypatch, capsys):
+    import pace_nb.methods.protocol as protocol
+
+    seen = {}
+    real = protocol.run_protocol
+
+    def spy(*a, **k):
+        seen.update(k["method_params"])
+        return real(*a, **k)
+
+    monkeypatch.setattr(protocol, "run_protocol", spy)
+    monkeypatch.setenv("PACE_NB_CACHE", str(tmp_path / "cache"))
+    assert main(["run", "--clients", "3", "--seeds", "1", "--methods", "local,fedprox", "--device", "cpu",
+                 "--no-progress", "--param", "fedprox.mu=0.5", "--param", "fedprox.weighting=train"]) == 0
+    assert seen["fedprox"] == {"mu": 0.5, "weighting": "train"}

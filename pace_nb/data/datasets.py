@@ -18,7 +18,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, cast
 
 import numpy as np
 import pandas as pd
@@ -88,7 +88,7 @@ def register_dataset(name: str, *, files: tuple[str, ...] = (), folder: str | No
     coalesced and given ``name`` / ``num_classes`` like every built-in dataset."""
 
     def add(fn: Callable[[Path], Data]) -> Callable[[Path], Data]:
-        DATASETS.register(name, DatasetSpec(name, folder or name, "custom", tuple(files), tuple(ratios), raw_subdir,
+        DATASETS.register(name, DatasetSpec(name, folder or name, "custom", tuple(files), cast("tuple[float, float, float]", tuple(ratios)), raw_subdir,
                                             loader=fn))
         return fn
 
@@ -221,7 +221,7 @@ def _from_raw(spec: DatasetSpec, root: Path) -> Data:
     try:
         if spec.family == "ogb":
             return _load_ogb(spec, root)
-        if spec.family == "custom":
+        if spec.family == "custom" and spec.loader is not None:
             return _finish(spec.loader(d), spec)
         return _load_pyg(spec, root)
     except PaceNBError:
@@ -262,7 +262,7 @@ def raw_signature(name: str, root: str | os.PathLike | None = None) -> tuple:
     """(file, size, mtime) of every raw file: a changed file gets a new in-process cache entry."""
     spec = get_spec(name)
     d = data_root(root) / spec.folder / spec.raw_subdir
-    out = []
+    out: list[tuple[str, int | None, int | None]] = []
     for f in spec.files:
         try:
             st = (d / f).stat()

@@ -119,7 +119,7 @@ def louvain_partition(edge_index, num_nodes: int, num_clients: int, resolution: 
     labels = louvain_communities(edge_index, num_nodes, resolution)
     _, first = np.unique(labels, return_index=True)
     order = labels[np.sort(first)]  # community ids in order of first appearance
-    members = {int(c): [] for c in order}
+    members: dict[int, list[int]] = {int(c): [] for c in order}
     for node, c in enumerate(labels.tolist()):
         members[c].append(node)
     groups = split_oversized([members[int(c)] for c in order], num_nodes // num_clients - delta)
@@ -148,8 +148,8 @@ def metis_partition(edge_index, num_nodes: int, num_clients: int) -> list[np.nda
         return [np.arange(num_nodes, dtype=np.int64)]
     csr = pymetis.CSRAdjacency(adj.indptr.astype(np.int32), adj.indices.astype(np.int32))
     _, membership = pymetis.part_graph(num_clients, adjacency=csr)
-    membership = np.asarray(membership)
-    parts = [np.flatnonzero(membership == k).astype(np.int64) for k in range(num_clients)]
+    member_of = np.asarray(membership)
+    parts = [np.flatnonzero(member_of == k).astype(np.int64) for k in range(num_clients)]
     empty = [k for k, p in enumerate(parts) if p.size == 0]
     if empty:
         raise ConfigError(f"METIS left client(s) {empty} empty for K={num_clients} on {num_nodes} nodes; "

@@ -91,15 +91,15 @@ def cnll_alpha(z_local: Tensor, z_external: Tensor, y: Tensor, config: CNLLConfi
         return 0.0
     zl = _as_f64(z_local)
     d = _as_f64(z_external) - zl
-    y = y.detach().cpu().long().numpy()
-    if risk_derivative(0.0, zl, d, y) >= 0:
+    yn = y.detach().cpu().long().numpy()
+    if risk_derivative(0.0, zl, d, yn) >= 0:
         return 0.0
-    if risk_derivative(1.0, zl, d, y) <= 0:
+    if risk_derivative(1.0, zl, d, yn) <= 0:
         return 1.0
     lo, hi = 0.0, 1.0
     for _ in range(config.iterations):
         mid = 0.5 * (lo + hi)
-        if risk_derivative(mid, zl, d, y) > 0:
+        if risk_derivative(mid, zl, d, yn) > 0:
             hi = mid
         else:
             lo = mid
@@ -133,7 +133,7 @@ def alpha_path(
     if num < 2:
         raise ConfigError(f"alpha_path needs num >= 2 points, got {num}")
     zl, ze = _as_f64(z_local), _as_f64(z_external)
-    y = y.detach().cpu().long().numpy()
+    yn = y.detach().cpu().long().numpy()
     val, test = val_mask.cpu().numpy(), (test_mask.cpu().numpy() if test_mask is not None else None)
     alphas = np.linspace(0.0, 1.0, num)
     rows = []
@@ -142,11 +142,11 @@ def alpha_path(
         pred = z.argmax(axis=-1)
         logp = z - z.max(axis=-1, keepdims=True)
         logp = logp - np.log(np.exp(logp).sum(axis=-1, keepdims=True))
-        nll = -np.take_along_axis(logp, y[:, None], axis=-1)[:, 0]
+        nll = -np.take_along_axis(logp, yn[:, None], axis=-1)[:, 0]
         rows.append({
             "alpha": float(a),
             "val_nll": float(nll[val].mean()) if val.any() else float("nan"),
-            "val_acc": float((pred[val] == y[val]).mean()) if val.any() else float("nan"),
-            "test_acc": float((pred[test] == y[test]).mean()) if test is not None and test.any() else float("nan"),
+            "val_acc": float((pred[val] == yn[val]).mean()) if val.any() else float("nan"),
+            "test_acc": float((pred[test] == yn[test]).mean()) if test is not None and test.any() else float("nan"),
         })
     return pd.DataFrame(rows)

@@ -113,7 +113,8 @@ def evaluate_method(
     up, down = _per_receiver(bytes_up, k, "bytes_up"), _per_receiver(bytes_down, k, "bytes_down")
     base = dict(federation_fields(fg), seed=int(seed), method=method, variant=variant, rank=int(rank),
                 seconds=seconds, params=params)
-    rows, pooled = [], {"y": [], "final": [], "local": [], "external": []}
+    rows: list[dict] = []
+    pooled: dict[str, list] = {"y": [], "final": [], "local": [], "external": []}
     for i, client in enumerate(fg.clients):
         mask = client.test_mask.cpu()
         y = client.y.cpu()[mask]

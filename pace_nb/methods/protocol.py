@@ -19,7 +19,7 @@ an unknown name or a bad value is a ``ConfigError`` naming the valid ones.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
@@ -92,7 +92,7 @@ def federation(dataset: str, *, partition: str = "louvain", num_clients: int = 1
     """The :class:`~pace_nb.data.federation.FederatedGraph` :func:`run_protocol` builds for a dataset name."""
     from pace_nb.data.federation import build_federated
 
-    kw = {"beta": beta} if beta is not None else {}
+    kw: dict[str, Any] = {"beta": beta} if beta is not None else {}
     return build_federated(dataset, scheme=partition, num_clients=num_clients, seed=data_seed, data_root=data_root, **kw)
 
 

@@ -4,7 +4,9 @@ Prints one summary line per method/variant/rank (mean ± sample std over seeds o
 scores, percent); ``--json F`` writes ``{"summary": [...], "receivers": [...], "config": {...}}``.
 Rows are written to a results store only when asked (``--store DIR``, or ``--results DIR``),
 as one cell keyed by a hash of every input that changes a number (dataset, partition and
-its parameters, K, data seed, run seeds, methods, variants, ranks, training config).
+its parameters, K, data seed, run seeds, methods, variants, ranks, ``--param`` values, training
+config). ``--param METHOD.NAME=VALUE`` sets a method hyperparameter; an unknown name or a bad
+value is one ``pace-nb: error:`` line naming the valid ones, before any work.
 """
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ def register(sub) -> None:
     p.add_argument("--methods", default="local,pace", help="comma-separated methods (default local,pace)")
     p.add_argument("--variants", default="full",
                    help="PACE variants: full,transport,fixed0.5,mean,raw,direct (default full)")
+    p.add_argument("--param", action="append", default=[], metavar="METHOD.NAME=VALUE",
+                   help="a method hyperparameter, e.g. fedprox.mu=0.01 (repeatable; VALUE as in TOML)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda[:i] (default auto)")
     p.add_argument("--data-root", default=None, help="raw data root (default $PACE_NB_DATA or ./data)")
     p.add_argument("--store", default=None, metavar="DIR", help="also write the rows to the results store DIR")
@@ -124,6 +128,7 @@ def run(args) -> int:
         check_output_file(args.json, "--json")
     from pace_nb.data.datasets import data_fingerprint
 
+    extra = _method_params(args.param, methods)
     source = resolve_source(args)
     fingerprint = data_fingerprint(source.dataset, args.data_root) if store_dir else ""  # the cell's data version
     fg = given_federation(source, args.data_seed) if str(args.partition).lower() == "given" else None
@@ -132,8 +137,11 @@ def run(args) -> int:
     config = {"dataset": source.name, **source.record, "partition": str(args.partition).lower(), "num_clients": args.clients,
               "beta": args.beta, "seeds": seeds, "data_seed": args.data_seed, "ranks": ranks,
               "methods": methods, "variants": variants, "device": args.device}
+    if extra:  # keyed only when given: the keys of runs without --param stay as they were
+        config["method_params"] = extra
     rows = run_protocol(source.dataset if fg is None else fg, partition=args.partition, num_clients=args.clients, seeds=seeds,
-                        methods=methods, method_params={"pace": {"variants": tuple(variants), "ranks": tuple(ranks)}},
+                        methods=methods, method_params={**extra, "pace": {**extra.get("pace", {}), "variants": tuple(variants),
+                                                                 "ranks": tuple(ranks)}},
                         data_seed=args.data_seed,
                         data_root=args.data_root, device=args.device, progress=not args.no_progress,
                         beta=args.beta)
@@ -170,6 +178,35 @@ def _check_known(methods: list[str], variants: list[str]) -> None:
     for v in variants:
         if v.lower() not in known:
             raise unknown("PACE variant", v, VARIANTS)
+
+
+def _method_params(items: list[str], methods: list[str]) -> dict[str, dict]:
+    """``--param METHOD.NAME=VALUE`` options → ``{method id: {name: value}}`` (VALUE read as a TOML
+    value, else kept as text); names and values are checked by the method registry."""
+    import tomllib
+
+    from pace_nb.methods.registry import METHODS, check_all_method_params
+
+    run = {METHODS.key(m) for m in methods if m in METHODS}
+    out: dict[str, dict] = {}
+    for item in items:
+        target, sep, text = item.partition("=")
+        method, dot, name = target.strip().partition(".")
+        if not sep or not dot or not method or not name:
+            raise ConfigError(f"--param {item!r}: expected METHOD.NAME=VALUE, e.g. fedprox.mu=0.01")
+        key = METHODS.key(method)
+        if key not in run:
+            raise ConfigError(f"--param {item!r}: method {key!r} is not among --methods")
+        if key == "pace" and name in ("variants", "ranks"):
+            flag = {"variants": "--variants", "ranks": "--rank"}[name]
+            raise ConfigError(f"--param {item!r}: give PACE's {name} with {flag}")
+        try:
+            value = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()
+        out.setdefault(key, {})[name.strip()] = value
+    check_all_method_params(out)
+    return out
 
 
 def _store(rows: pd.DataFrame, path, config: dict):

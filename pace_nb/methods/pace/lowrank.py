@@ -68,7 +68,10 @@ def truncated_svd(mat: Tensor, rank: int) -> tuple[Tensor, Tensor]:
     Computed in float64 (then cast back) so that the factors are the Eckart–Young optimum to
     float32 precision; the error is ``sqrt(Σ_{k>r} σ_k²)``.
     """
-    rank = check_rank(rank)
+    r = check_rank(rank)
+    if r is None:
+        raise ConfigError("truncated_svd needs a rank >= 1, got None")
+    rank = r
     if mat.dim() < 2 or min(mat.shape[-2:]) < rank:
         raise ConfigError(f"cannot take rank-{rank} factors of a tensor of shape {tuple(mat.shape)}")
     u, s, vh = torch.linalg.svd(mat.double(), full_matrices=False)
@@ -97,13 +100,13 @@ class Carrier:
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
-        t = self.dense if self.dense is not None else self.left
+        t = self.dense if self.dense is not None else self._factors()[0]
         n_core = len(self.shape) if self.dense is not None else 2
         return tuple(t.shape[: t.dim() - n_core])
 
     def tensors(self) -> list[Tensor]:
         """The arrays sent, in wire order."""
-        return [self.dense] if self.dense is not None else [self.left, self.right]
+        return [self.dense] if self.dense is not None else list(self._factors())
 
     def num_floats(self) -> int:
         """Floats on the wire per model."""
@@ -115,14 +118,20 @@ class Carrier:
         """The tensor this carrier represents (``Δ̄``)."""
         if self.dense is not None:
             return self.dense
-        return self.left @ self.right.transpose(-1, -2)
+        left, right = self._factors()
+        return left @ right.transpose(-1, -2)
+
+    def _factors(self) -> tuple[Tensor, Tensor]:
+        if self.left is None or self.right is None:
+            raise ConfigError("a carrier holds either a dense tensor or both low-rank factors")
+        return self.left, self.right
 
 
 def to_carrier(tensor: Tensor, rank: int | None, batch_dims: int = 0) -> Carrier:
     """Carrier of one tensor (``P_r`` of Eq. 2/8): factors when eligible, dense otherwise."""
     rank = check_rank(rank)
     shape = tuple(tensor.shape[batch_dims:])
-    if is_eligible(shape, rank):
+    if rank is not None and is_eligible(shape, rank):
         left, right = truncated_svd(tensor, rank)
         return Carrier(shape=shape, left=left, right=right)
     return Carrier(shape=shape, dense=tensor.contiguous())
@@ -145,7 +154,8 @@ def unbatch(carriers: Mapping[str, Carrier], index: int | tuple[int, ...]) -> di
         if c.dense is not None:
             out[name] = Carrier(shape=c.shape, dense=c.dense[index].contiguous())
         else:
-            out[name] = Carrier(shape=c.shape, left=c.left[index].contiguous(), right=c.right[index].contiguous())
+            left, right = c._factors()
+            out[name] = Carrier(shape=c.shape, left=left[index].contiguous(), right=right[index].contiguous())
     return out
 
 

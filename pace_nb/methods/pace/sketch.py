@@ -44,7 +44,7 @@ class SketchConfig:
 def weight_names(params: Mapping[str, Tensor]) -> list[str]:
     """GCN weight matrices in layer order (``conv1.weight``, ``conv2.weight``, …)."""
     names = [n for n in params if _LAYER.match(n)]
-    return sorted(names, key=lambda n: int(_LAYER.match(n).group(1)))
+    return sorted(names, key=lambda n: int(_LAYER.match(n).group(1)))  # type: ignore[union-attr]  # matched above
 
 
 def _propagate(prop: Tensor, h: Tensor) -> Tensor:

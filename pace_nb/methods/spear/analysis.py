@@ -13,7 +13,7 @@ import json
 import time
 import warnings
 from dataclasses import replace
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -120,7 +120,7 @@ def sweep_hyperparameter(fg, name: str, values: Sequence | None = None, config: 
     config, cache = config or sp.SpearConfig(), _Cache(fg)
     rows = []
     for v in (HYPER_GRIDS[name] if values is None else values):
-        cfg = replace(config, **{name: v})
+        cfg = replace(config, **{name: v})  # type: ignore[arg-type]  # name is a SpearConfig field (checked above)
         r = cache.run(cfg, variant)
         rows.append(spear_row(fg, variant, r.acc, r.config, swept=name, val_acc=100 * r.val_acc))
     return _frame(rows)
@@ -242,7 +242,7 @@ def _default_multi_round() -> Callable | None:
 
 
 # ----------------------------------------------------------------------------- representations (Fig. 2, 5)
-def client_stack(fg, per_client: Callable[[int, object], Tensor]) -> Tensor:
+def client_stack(fg, per_client: Callable[[int, Any], Tensor]) -> Tensor:
     """Stack a per-client representation [n_k, d] into global node order [N, d] (nodes of no client: NaN)."""
     parts = [(c.global_ids.long(), per_client(k, c)) for k, c in enumerate(fg.clients) if c.num_nodes]
     d = parts[0][1].shape[1]

@@ -15,7 +15,7 @@ client vector per node) scored against the class labels: what client separation 
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -57,7 +57,7 @@ def silhouette_readings(fg, methods: Sequence[str] = ("fedavg", "fedproto", "fed
     ``models[m]`` (a list of per-client Params) replaces training method ``m``."""
     config = config or sp.SpearConfig()
     y, owner = fg.data.y.view(-1).numpy(), sa.client_of_nodes(fg)
-    rows = [dict(representation="client-id only", reading="confound", receiver=-1, stat="",
+    rows: list[dict[str, Any]] = [dict(representation="client-id only", reading="confound", receiver=-1, stat="",
                  silhouette=confound_score(fg, sample_size, seed))]
     for m in methods:
         per_client = (models or {}).get(m) or sa.federated_models(fg, m, rounds)
