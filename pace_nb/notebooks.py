@@ -112,6 +112,14 @@ def default_figures_dir() -> Path:
     return (root / "figures") if root is not None else Path("figures").resolve()
 
 
+def notebook_figures_dir(results_dir: str | None = None) -> Path:
+    """Where a notebook run without ``figures_dir`` saves: the committed gallery when only the shipped
+    store is read, else ``figures/own`` (git-ignored), so another store never overwrites the gallery."""
+    from pace_nb.core.config import user_store_in_use
+
+    return default_figures_dir() / "own" if user_store_in_use(results_dir) is not None else default_figures_dir()
+
+
 def setup_notebook(notebook: str, dataset: str, *, clients: int = 10, seeds: int | Sequence[int] = 5,
                    rank: int = 6, device: str = "auto", interactive: bool = False,
                    data_root: str | None = None, results_dir: str | None = None,
@@ -139,7 +147,7 @@ def setup_notebook(notebook: str, dataset: str, *, clients: int = 10, seeds: int
     dev = str(resolve_device(device))
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
     set_style()
-    figs = Path(figures_dir) if figures_dir else default_figures_dir()
+    figs = Path(figures_dir) if figures_dir else notebook_figures_dir(results_dir)
     figs.mkdir(parents=True, exist_ok=True)
     return NotebookContext(notebook, name, clients, resolve_seeds(seeds), rank, dev, bool(interactive),
                            data_root, results_dir, figs)

@@ -236,3 +236,11 @@ def test_configs_readme_example_is_a_valid_grid():
     block = re.findall(r"```toml\n(.*?)```", text, re.S)[0]
     cells = expand(parse_config(block, path="configs/README.md"))
     assert {c.kind for c in cells} == {"protocol", "spear"}
+
+
+def test_notebooks_run_by_hand_from_another_store_save_outside_the_gallery(own_store):
+    from pace_nb.notebooks import default_figures_dir, notebook_figures_dir
+
+    assert notebook_figures_dir() == default_figures_dir() / "own"
+    (own_store / "cells" / "x.json").unlink()
+    assert notebook_figures_dir() == default_figures_dir()
