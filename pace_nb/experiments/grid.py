@@ -13,7 +13,6 @@ the loop in :func:`run_grid`, whose ``executor`` (anything with ``map(fn, cells)
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from pace_nb.core.config import DATA_SEED, PAPER_SEEDS, progress as progress_bar
 from pace_nb.core.errors import ConfigError, MissingDataError, PaceNBError
 from pace_nb.core.io import NotRegularFileError, read_regular_bytes
 from pace_nb.experiments import preflight, values as V
-from pace_nb.core.validation import check_seeds, config_from_mapping, config_keys
+from pace_nb.core.validation import check_seeds, config_keys
 from pace_nb.experiments.cells import Cell, LocalReuse, local_key, pace_params, run_cell  # noqa: F401 (re-exported)
 from pace_nb.experiments.store import ResultsStore
 from pace_nb.methods.spear.core import SpearConfig
