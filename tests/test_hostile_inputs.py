@@ -350,3 +350,17 @@ def test_unknown_pace_variant_rejected_before_training(capsys):
 @pytest.mark.parametrize("beta", ["inf", "nan", "-1"])
 def test_partition_beta_must_be_finite_and_positive(capsys, beta):
     cli_error(["partition", "--clients", "3", "--no-cache", "--scheme", "dirichlet", "--beta", beta], capsys, "beta")
+
+
+def test_oversized_config_refused_unread(tmp_path, capsys):
+    (tmp_path / "g.toml").write_text(EXP + "#" * (2 << 20) + "\n")
+    cli_error(["grid", str(tmp_path / "g.toml"), "--dry-run"], capsys, "more than the 1,048,576 a config may have")
+
+
+def test_long_duplicated_lists_fail_fast(tmp_path, capsys):
+    import time
+
+    t0 = time.perf_counter()
+    (tmp_path / "g.toml").write_text(EXP + "ranks = [" + ", ".join(["6"] * 100_000) + "]\n")
+    cli_error(["grid", str(tmp_path / "g.toml"), "--dry-run"], capsys, "ranks: duplicated value(s) [6]")
+    assert time.perf_counter() - t0 < 10

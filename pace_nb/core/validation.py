@@ -149,6 +149,13 @@ def build_config(owner: str, config_cls: type, hyper: Mapping[str, Any], constra
 
 
 # -- shared checks (one wording everywhere) --------------------------------------------------
+def _duplicated(values: list) -> list:
+    """The values occurring more than once, sorted (linear time: long hostile lists stay cheap)."""
+    from collections import Counter
+
+    return sorted(v for v, n in Counter(values).items() if n > 1)
+
+
 def check_seeds(seeds: Iterable[Any], what: str = "seeds") -> tuple[int, ...]:
     """Non-empty, distinct integer seeds in ``[0, 2**32 - 1]``."""
     out = []
@@ -160,7 +167,7 @@ def check_seeds(seeds: Iterable[Any], what: str = "seeds") -> tuple[int, ...]:
         raise ConfigError(f"{what}: at least one seed is needed")
     if len(out) > MAX_SEEDS:
         raise ConfigError(f"{what}: {len(out)} seeds asked for; at most {MAX_SEEDS} per run (they train as one batch)")
-    dup = sorted({s for s in out if out.count(s) > 1})
+    dup = _duplicated(out)
     if dup:
         raise ConfigError(f"{what}: duplicated value(s) {dup}")
     return tuple(out)
@@ -189,7 +196,7 @@ def check_ranks(ranks: Iterable[Any], what: str = "ranks") -> tuple[int, ...]:
     if not out:
         raise ConfigError(f"{what}: at least one value is needed")
     if len(set(out)) != len(out):
-        raise ConfigError(f"{what}: duplicated value(s) {sorted({r for r in out if out.count(r) > 1})}")
+        raise ConfigError(f"{what}: duplicated value(s) {_duplicated(out)}")
     return tuple(out)
 
 
@@ -199,7 +206,7 @@ def check_names(names: Iterable[Any], what: str) -> tuple[str, ...]:
     if not out or any(not n for n in out):
         raise ConfigError(f"{what}: expected a non-empty list of names without empty entries, got {list(names)!r}")
     low = [n.lower() for n in out]
-    dup = sorted({n for n in low if low.count(n) > 1})
+    dup = _duplicated(low)
     if dup:
         raise ConfigError(f"{what}: duplicated value(s) {dup}")
     return tuple(out)
