@@ -1,0 +1,61 @@
+"""Everything also runs on CUDA: the batched trainer, PACE and a multi-round baseline on ``cuda`` against
+the CPU rows (run wherever a GPU is present: ``pytest -m gpu``).
+
+Dropout masks come from per-device generators (CUDA's stream differs from the CPU's), so the comparisons
+train without dropout; then the two devices differ only by float summation order.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_baselines import SEED, demo_fg
+from test_training import _setup
+
+from pace_nb.methods.baselines import train_federated
+from pace_nb.methods.protocol import run_protocol
+from pace_nb.nn.training import TrainConfig, train_models
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+NO_DROPOUT = TrainConfig(hidden=16, dropout=0.0, epochs=30)
+
+
+@pytest.mark.parametrize("ragged", [True, False])
+def test_batched_trainer_cuda_matches_cpu(ragged):
+    clients, init, seeds, client_of = _setup(num_seeds=2, sizes=(30, 70, 12))
+    cpu, _ = train_models(clients, init, seeds, client_of, NO_DROPOUT, device="cpu", progress=False, ragged=ragged)
+    gpu, _ = train_models(clients, init, seeds, client_of, NO_DROPOUT, device="cuda", progress=False, ragged=ragged)
+    for k in cpu:
+        assert gpu[k].device.type == "cpu"  # results come back to the host
+        torch.testing.assert_close(gpu[k], cpu[k], rtol=0, atol=1e-4)
+    # with dropout the trainer runs on CUDA too and moves the weights
+    drop, _ = train_models(clients, init, seeds, client_of, TrainConfig(hidden=16, epochs=5), device="cuda",
+                           progress=False, ragged=ragged)
+    assert all(bool(torch.isfinite(v).all()) for v in drop.values())
+    assert max(float((drop[k] - init[k]).abs().max()) for k in init) > 1e-3
+
+
+def _scores(frame):
+    cols = ["seed", "method", "variant", "rank", "receiver"]
+    return frame.sort_values(cols).reset_index(drop=True)
+
+
+def test_pace_rows_cuda_match_cpu():
+    fg = demo_fg()
+    kw = dict(seeds=(SEED,), methods=("local", "pace"), train_config=NO_DROPOUT, progress=False)
+    cpu = _scores(run_protocol(fg, device="cpu", **kw))
+    gpu = _scores(run_protocol(fg, device="cuda", **kw))
+    assert len(cpu) == len(gpu) and list(cpu["method"]) == list(gpu["method"])
+    # one test node flipping moves a receiver's accuracy by 100 / n_test points; allow two flips
+    n = cpu["n_test"].to_numpy()
+    assert np.all(np.abs(cpu["acc"].to_numpy() - gpu["acc"].to_numpy()) <= 200.0 / n + 1e-9)
+
+
+def test_multiround_fedprox_cuda_matches_cpu():
+    fg = demo_fg()
+    runs = {dev: train_federated(fg, "fedprox", rounds=3, local_epochs=3, seeds=(SEED,), config=NO_DROPOUT,
+                                 device=dev, progress=False) for dev in ("cpu", "cuda")}
+    for k in runs["cpu"].returned:
+        torch.testing.assert_close(runs["cuda"].returned[k], runs["cpu"].returned[k], rtol=0, atol=1e-4)
