@@ -346,7 +346,7 @@ def test_deploy_workdir_never_deletes_what_it_did_not_create(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_secured_deployment_equals_inprocess_and_refuses_intruders(fg, parts, tmp_path):
+def test_secured_deployment_equals_inprocess_and_refuses_intruders(fg, parts, tmp_path, monkeypatch):
     """TLS + SuperNode authentication on loopback: the rows equal the in-process grid's; a
     SuperNode with an unregistered key and one trusting another CA are refused (their log lines);
     the given empty workdir is left empty."""
@@ -356,6 +356,7 @@ def test_secured_deployment_equals_inprocess_and_refuses_intruders(fg, parts, tm
         pytest.skip("Flower's executables are not on PATH")
     from pace_nb.flower.deploy import deploy
 
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the processes' torch threads = this test's (one_thread)
     settings = FlowerSettings(num_clients=K, epochs=5)
     empty = tmp_path / "empty"
     empty.mkdir()
