@@ -161,7 +161,7 @@ def count_cells(p: str | os.PathLike | None) -> int:
 def is_shipped_store(p: str | os.PathLike | None) -> bool:
     """True when ``p`` is the shipped, versioned store ``<repo>/results``."""
     shipped = shipped_results_dir()
-    return bool(p) and shipped is not None and Path(p).resolve() == shipped.resolve()
+    return p is not None and bool(p) and shipped is not None and Path(p).resolve() == shipped.resolve()
 
 
 def user_store_in_use(path: str | os.PathLike | None = None) -> Path | None:

@@ -27,7 +27,7 @@ MEMORY_SHARE = 0.8
 
 def check_count(value: Any, what: str, maximum: int, minimum: int = 1) -> int:
     """An integer in ``[minimum, maximum]``, else a :class:`ConfigError` naming the range."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not minimum <= value <= maximum:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not minimum <= int(value) <= maximum:
         raise ConfigError(f"{what} must be an integer in [{minimum}, {maximum}], got {value!r}")
     return int(value)
 

@@ -179,7 +179,7 @@ def check_seed(seed: Any, what: str = "seed") -> int:
 
 def check_clients(k: Any, what: str = "number of clients", minimum: int = 1) -> int:
     """A number of clients K: an integer >= ``minimum``."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < minimum:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or int(k) < minimum:
         raise ConfigError(f"{what} must be an integer >= {minimum}, got {k!r}")
     if k > MAX_CLIENTS:
         raise ConfigError(f"{what} must be at most {MAX_CLIENTS}, got {k!r}")
@@ -190,7 +190,7 @@ def check_ranks(ranks: Iterable[Any], what: str = "ranks") -> tuple[int, ...]:
     """Distinct carrier ranks: integers >= 1, or 0 for dense carriers."""
     out = []
     for r in ranks:
-        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or not 0 <= r <= MAX_RANK:
+        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or not 0 <= int(r) <= MAX_RANK:
             raise ConfigError(f"{what} must be integers in [1, {MAX_RANK}] (0 = dense), got {r!r}")
         out.append(int(r))
     if not out:

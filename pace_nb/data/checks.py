@@ -67,6 +67,7 @@ def prepare_graph(data, where: str = "custom Data", num_classes: int | None = No
         y = y.view(-1)
     view = Data(x=x, edge_index=getattr(data, "edge_index", None), y=y)
     validate_graph(view, where, num_classes)
+    assert isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)  # validate_graph checked both
     if x.is_floating_point() and x.numel() and float(x.abs().max()) > MAX_FEATURE:
         raise ConfigError(f"{where}: features reach {float(x.abs().max()):.3g} in magnitude (above {MAX_FEATURE:g}, "
                           f"where float32 training overflows); scale or standardize them")

@@ -291,7 +291,8 @@ def _parse(path: Path, name: str) -> Data:
                 raise _err(where, "x", "missing (dense x or CSR parts x_data/x_indices/x_indptr/x_shape)")
             if missing:
                 raise _err(where, missing[0], "missing (CSR features need all four parts)")
-            a["x"] = csr_features(*(a.pop(k) for k in parts), where)
+            values, indices, indptr, shape = (a.pop(k) for k in parts)
+            a["x"] = csr_features(values, indices, indptr, shape, where)
         for need in ("edge_index", "y"):
             if need not in a:
                 raise _err(where, need, "missing")

@@ -133,8 +133,8 @@ def make_optimizer(params: list[Tensor], config, optimizer: dict | None, names: 
 
 
 @functools.cache
-def _fused_kernel(device: str) -> bool:
-    device = torch.device(device)
+def _fused_kernel(name: str) -> bool:
+    device = torch.device(name)
     try:
         x = torch.zeros(2, device=device)
         torch._fused_adam_([x], [x.clone()], [x.clone()], [x.clone()], [], [torch.ones((), device=device)],
