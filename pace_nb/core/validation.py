@@ -181,7 +181,7 @@ def check_clients(k: Any, what: str = "number of clients", minimum: int = 1) -> 
     """A number of clients K: an integer >= ``minimum``."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or int(k) < minimum:
         raise ConfigError(f"{what} must be an integer >= {minimum}, got {k!r}")
-    if k > MAX_CLIENTS:
+    if int(k) > MAX_CLIENTS:
         raise ConfigError(f"{what} must be at most {MAX_CLIENTS}, got {k!r}")
     return int(k)
 
