@@ -123,7 +123,7 @@ def test_a_new_method_in_one_module_runs_everywhere(plugin, tmp_path, capsys, mo
         bad = grid.read_text().replace("weighting", "weigthing")
         grid.write_text(bad)
         assert main(["grid", str(grid), "--results", str(tmp_path / "s2"), "--dry-run"]) == 2
-        assert "valid: local_epochs, rounds, weighting" in capsys.readouterr().err
+        assert "valid: local_epochs, optimizer_state, rounds, weighting" in capsys.readouterr().err
         # pace-nb tables: SPEAR's Tab. 1 shows the new method under its registry label
         out = tmp_path / "tables"
         assert main(["tables", "--results", str(store), "--out", str(out), "--tables", "spear-1"]) == 0
