@@ -115,6 +115,19 @@ def filter_rows(frame: pd.DataFrame, filters: Mapping[str, Any]) -> pd.DataFrame
     return frame
 
 
+
+def _read_store_file(path: Path, what: str, tail: str) -> bytes:
+    """A store file's bytes; unreadable by this user or not a regular file is one clear error
+    (``what``: "results manifest" / "results file"; ``tail`` ends the not-regular message)."""
+    try:
+        return read_regular_bytes(path)
+    except PermissionError:
+        raise ConfigError(f"{what} {path} cannot be read by this user (permission denied); the file is not "
+                          f"damaged: ask the store's owner to make it readable (chmod a+r)") from None
+    except NotRegularFileError:
+        raise DataCorruptionError(f"{what} {path} is not a regular file (a FIFO, device or folder); "
+                                  f"it was not opened{tail}") from None
+
 class ResultsStore:
     """Append-only, resumable, corruption-detecting store of result rows (one file per cell)."""
 
@@ -219,15 +232,11 @@ class ResultsStore:
     def _manifest(self, key: str) -> dict:
         meta_path = self._paths(key)[1]
         try:
-            meta = json.loads(read_regular_bytes(meta_path).decode("utf-8"))
+            meta = json.loads(_read_store_file(meta_path, "results manifest", " — remove it from the store").decode("utf-8"))
             if not isinstance(meta, dict) or not {"sha256", "rows"} <= meta.keys():
                 raise ValueError("missing sha256/rows")
-        except PermissionError:
-            raise ConfigError(f"results manifest {meta_path} cannot be read by this user (permission denied); the "
-                              f"file is not damaged: ask the store's owner to make it readable (chmod a+r)") from None
-        except NotRegularFileError:
-            raise DataCorruptionError(f"results manifest {meta_path} is not a regular file (a FIFO, device or "
-                                      f"folder); it was not opened — remove it from the store") from None
+        except (ConfigError, DataCorruptionError):
+            raise
         except (ValueError, OSError) as exc:
             raise DataCorruptionError(f"results manifest {meta_path} is unreadable ({exc}); delete it "
                                       f"(and {meta_path.with_suffix('.csv').name}) to recompute that cell") from None
@@ -263,15 +272,9 @@ class ResultsStore:
         meta = self._manifest(key)
         hint = f"; delete {csv_path} and {meta_path.name} (or ResultsStore.discard({key!r})) and rerun to recompute it"
         try:
-            data = read_regular_bytes(csv_path)
+            data = _read_store_file(csv_path, "results file", hint)
         except FileNotFoundError:
             raise DataCorruptionError(f"results file {csv_path} is missing but listed in its manifest{hint}") from None
-        except PermissionError:
-            raise ConfigError(f"results file {csv_path} cannot be read by this user (permission denied); the file "
-                              f"is not damaged: ask the store's owner to make it readable (chmod a+r)") from None
-        except NotRegularFileError:
-            raise DataCorruptionError(f"results file {csv_path} is not a regular file (a FIFO, device or folder); "
-                                      f"it was not opened{hint}") from None
         if hashlib.sha256(data).hexdigest() != meta["sha256"]:
             raise DataCorruptionError(f"results file {csv_path} is corrupted or truncated (checksum mismatch){hint}")
         try:
