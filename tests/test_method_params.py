@@ -141,7 +141,7 @@ def test_cli_grid_typo_is_one_error_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("param, message", [
-    ("fedprox.mmu=0.1", r"method 'fedprox': unknown parameter\(s\) \['mmu'\]; valid: local_epochs, mu, rounds, weighting"),
+    ("fedprox.mmu=0.1", r"method 'fedprox': unknown parameter\(s\) \['mmu'\]; valid: local_epochs, mu, optimizer_state, rounds, weighting"),
     ("fedprox.mu=abc", "fedprox: parameter 'mu' must be a float"),
     ("fednova.tau=steps", "'fednova' is not among --methods"),
     ("pace.ranks=[2]", "with --rank"),
