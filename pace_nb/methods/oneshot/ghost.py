@@ -125,14 +125,15 @@ def induced_adjacency(edge_index: Tensor, mask: Tensor) -> Tensor:
 
 def topology_criterion(theta: Params, x: Tensor, edge_index: Tensor) -> Params:
     """Topology-Consistency Criterion: ``Ω = ∇_θ Σ_(i,j) e_ij²``, ``e_ij = ⟨h_i W₁, tanh(h_j W₁)⟩``,
-    h the layer-1 GCN output over the proxy graph's edges plus self loops (released
-    ``utils.compute_criterion``). Only the layer-1 parameters receive a criterion."""
+    h the layer-1 GCN output, summed over the proxy graph's edges and its self loops listed
+    twice, as the released edge list holds them (``utils.compute_criterion``/``construct_graph``).
+    Only the layer-1 parameters receive a criterion."""
     th = {k: v.detach().clone().requires_grad_(k.startswith("conv1.")) for k, v in theta.items()}
     n = x.shape[0]
     P = propagation_matrix(edge_index, n)
     w1 = th["conv1.weight"]
     h = F.relu(torch.sparse.mm(P, x @ w1.t()) + th["conv1.bias"])
-    loops = torch.arange(n).repeat(2, 1)
+    loops = torch.arange(n).repeat(2, 2)
     src, dst = torch.cat([edge_index, loops], 1)
     a = h @ w1
     e = (a[src] * torch.tanh(a[dst])).sum(1)
