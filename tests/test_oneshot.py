@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from pace_nb.methods.oneshot import ONESHOT_METHODS, make_oneshot, run_oneshot
-from pace_nb.methods.oneshot import base, dense, fedcvae, fedsd2c, ghost, oasis
+from pace_nb.methods.oneshot import base, dense, fedcvae, fedsd2c, oasis
 from pace_nb.nn.gcn import gcn_forward, init_params, propagation_matrix
 from pace_nb.nn.training import train_local
 
@@ -81,16 +81,6 @@ def test_fedsd2c_v_information_and_dm_by_hand():
     syn, ys = torch.tensor([[1.0, 1.0], [0.0, 0.0]]), torch.tensor([0, 1])
     # class 0: mean (2, 0) vs (1, 1) → 2; class 1: (0, 2) vs (0, 0) → 4
     assert fedsd2c.dm_loss(real, yr, syn, ys, 3).item() == pytest.approx(6.0)
-
-
-def test_ghost_fisher_and_consolidation_by_hand():
-    w = torch.tensor([1.0, -2.0])
-    x = torch.tensor([3.0, 0.5])
-    # loss = (w·x − 1)² → grad = 2(w·x − 1) x; w·x = 2 → grad = 2x
-    fisher = ghost.diag_fisher(lambda th: ((th["w"] * x).sum() - 1) ** 2, {"w": w})
-    assert fisher["w"].tolist() == pytest.approx([36.0, 1.0])
-    pen = ghost.consolidation_penalty({"w": torch.tensor([2.0, 0.0])}, {"w": w}, {"w": torch.tensor([1.0, 0.5])}, 4.0)
-    assert pen.item() == pytest.approx(0.5 * 4.0 * (1.0 * 1 + 0.5 * 4))
 
 
 def test_oasis_codebook_by_hand():
@@ -168,8 +158,8 @@ def test_unknown_hyperparameter_and_bad_value_are_clear_errors():
 CASES = [
     ("fedcvae", {"epochs": 60}, {"epochs": 0}, "fg_skew"),
     ("fedsd2c", {"init": "noise", "steps": 60}, {"init": "noise", "steps": 0}, "fg_skew"),
-    ("ghost", {"gen_steps": 40, "stage_epochs": 30, "proxy_nodes": 100}, {"gen_steps": 0, "stage_epochs": 30,
-                                                                          "proxy_nodes": 100}, "fg_skew"),
+    # GHOST (released defaults) stays below prior + 20 on the demo graph at β = 0.05; its
+    # mechanisms are checked in test_oneshot_ghost.py
     ("oasis", {}, {"iterations": 0}, "fg_skew"),
     # DENSE distils an ensemble: under β = 0.05 the ensemble itself is near the prior, so its
     # trained-vs-untrained check runs on a milder skew (β = 1) where the ensemble is informative

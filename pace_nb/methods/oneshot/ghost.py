@@ -1,159 +1,263 @@
-"""GHOST (Qian et al., ICML 2025): one-shot FGL with client proxy generators and
-topology-critical parameter consolidation at the server.
+"""GHOST (Qian et al., ICML 2025, PMLR 267): one-shot FGL with client proxy generators and
+topology-consistency parameter consolidation at the server.
 
-Source: the method as SPEAR §2 summarises it (the original code was not consulted here).
-Kept: each client trains a **proxy generator** of its local graph — node features and
-structure — guided by its locally trained GNN, and uploads it once with its label counts. The
-server integrates the clients **sequentially**: stage j trains the global GNN on client j's
-proxy graph while a consolidation penalty keeps the parameters that earlier stages found
-important (importance-weighted retention, EWC-style: ``λ/2 Σ_i Ω_i (θ_i − θ*_i)²`` with Ω the
-accumulated diagonal Fisher information computed on the previous proxy graphs — their
-*topology* enters through the GCN propagation, hence "topology-critical").
+Source: the paper and the authors' released code (``algorithm/GHOST.py``, ``utils/utils.py``,
+``args.py``, ``algorithm/Base.py``); the defaults below are the released ``args.py`` values.
 
-Adapted: the proxy generator is a conditional MLP G_k(z, y) → x; its structure is the cosine
-kNN graph over the generated features (the same construction as every synthetic graph here).
-It is trained with the client's Local GCN as the critic: cross-entropy of the generated nodes'
-labels under the local model plus matching of the class-wise mean and variance of the real
-training features (the proxy's feature statistics). The server visits clients in decreasing
-order of their training-node count (largest first; the paper leaves the order to the
-implementation) and draws ``proxy_nodes`` nodes from each generator, labels from that client's
-counts. Under extreme label skew a client's proxy graph holds about one class, so a stage
-trained on it alone has near-zero Fisher information and forgets everything before it; stage
-j therefore trains on the proxy graphs of clients 1..j (the server holds every proxy
-generator, so replaying earlier proxies costs no communication), with the consolidation
-penalty on top. ``gen_steps = 0`` leaves the generators untrained.
+Kept:
+
+* **client proxy** (``GHOSTClient.train``): a conditional generator ``G(z, y)`` — a label
+  embedding ``Embedding(C, C)`` concatenated with noise ``z ~ N(0, I_64)``, three
+  ``Linear–Tanh–Dropout(0.2)`` layers of widths 64/128/256 and a linear output of the feature
+  width — is trained for ``T_L = 100`` Adam steps (lr 5e-3, weight decay 4e-4), fresh noise per
+  step, so that node i's proxy ``G(z_i, y_i)`` reproduces node i's real features:
+  ``λ_d · KL(softmax(x_i) ‖ softmax(x̂_i)) + (1 − cos(x̂_i, x_i))`` (:func:`feature_loss`,
+  λ_d = 0.05) plus ``λ_f = 0.1`` times the **fused Gromov–Wasserstein** distance (α = 0.5,
+  uniform weights, square loss, exact conditional-gradient solver) between the real graph
+  (adjacency, features) and the proxy graph (its kNN adjacency, the generated features)
+  (:func:`fgw_loss`). The proxy graph connects every node to its top-5 cosine neighbours
+  counting itself (``construct_graph``). The client uploads the generator's weights and its
+  node count once — no GNN, no data;
+* **server integration** (``GHOSTServer.aggregate``): clients are visited in a random order;
+  each is visited ``M = 3`` times; a visit draws as many nodes as the client holds with
+  **class-balanced labels** (``gen_y_noise``: ⌊n/C⌋ per class, the rest to the last class,
+  shuffled), builds the proxy graph, computes the **Topology-Consistency Criterion**
+  ``Ω = ∇_θ Σ_(i,j)∈E e_ij²`` with ``e_ij = ⟨h_i W₁, tanh(h_j W₁)⟩`` over the layer-1 output h
+  (``compute_criterion``; :func:`topology_criterion`) and takes ``T_G = 5`` Adam steps of
+  ``NLL + λ_r Σ_(s<t) |Ω_s| (θ − θ*_s)²`` (:func:`retention_penalty`; θ*_s the parameters after
+  visit s). ``λ_r = 1e-11`` is the released ``lambda_r · r_scale``. One Adam state spans the
+  whole integration, as in the released server. There is **no replay** of earlier proxies:
+  the server's optimisation only ever sees the current visit's generated graph.
+
+Adapted (and why):
+
+* the global model is the shared 2-layer GCN of every method here (hidden width, dropout, lr
+  and weight decay from the protocol's ``TrainConfig``, evaluated on the complete graph); the
+  released server used its own GCN (hidden 128, dropout 0.3, Adam 1e-2, weight decay 4e-4);
+* the client's proxy is generated for its **training** nodes only: the released code feeds
+  every node's label to the generator but its losses (and the adjacency blocks it compares)
+  only read the training nodes, so only training labels are used here (non-training labels
+  are not the client's to use). The proxy's kNN graph is built among those nodes;
+* the released code compares the real adjacency with ``to_dense_adj(proxy) // 2``, which —
+  self loops being listed twice — reduces the proxy adjacency to the identity; here the proxy
+  kNN adjacency (no self loops, like the real one) is compared, as the paper describes;
+* the released criterion is read from ``param.grad`` without zeroing it first (so it also
+  holds the previous visit's last training gradient); here Ω is the criterion's own gradient;
+  the released ``λ_n · Σ ‖Ω‖`` term is a constant float (no gradient) and is left out;
+* the released generator is never switched to eval mode, so its dropout is also active when
+  the server samples; kept. Dropout masks and noise come from seeded generators (determinism).
+* FGW: POT's ``ot.gromov.fused_gromov_wasserstein2`` (the released ``GW_utils`` wraps the same
+  POT solver); its gradient reaches the generated features through the feature cost ``M``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.core.validation import Interval
-from pace_nb.methods.oneshot.base import (OneShotMethod, SyntheticGraph, adam_steps, is_binary, knn_graph, label_counts,
-                                          load_module, mlp, module_message, oneshot_method)
-from pace_nb.nn.gcn import WEIGHT_KEYS, Params, gcn_forward, propagation_matrix
+from pace_nb.methods.oneshot.base import OneShotMethod, adam_steps, knn_graph, load_module, module_message, oneshot_method
+from pace_nb.nn.gcn import Params, dropout_mask, gcn_forward, propagation_matrix
+
+#: the released generator's hidden widths (``utils.Generator``: dims = [noise + C, 64, 128, 256])
+GEN_HIDDEN = (64, 128, 256)
 
 
-def diag_fisher(loss_fn: Callable[[Params], Tensor], theta: Params) -> Params:
-    """Diagonal (empirical) Fisher information: the squared gradient of ``loss_fn`` at ``theta``."""
-    th = {k: v.detach().clone().requires_grad_(True) for k, v in theta.items()}
-    grads = torch.autograd.grad(loss_fn(th), list(th.values()))
-    return {k: g.detach() ** 2 for k, g in zip(th, grads)}
+# ----------------------------------------------------------------------------- pure functions
+def feature_loss(pred: Tensor, real: Tensor, lambda_d: float) -> Tensor:
+    """``λ_d · KL(softmax(real) ‖ softmax(pred))`` (batch mean) ``+ 1 − mean_i cos(pred_i, real_i)``
+    (released ``utils.feature_loss``)."""
+    kl = F.kl_div(F.log_softmax(pred, 1), F.softmax(real, 1), reduction="batchmean")
+    return lambda_d * kl + 1.0 - F.cosine_similarity(pred, real, dim=-1).mean()
 
 
-def consolidation_penalty(theta: Params, anchor: Params, importance: Params, strength: float) -> Tensor:
-    """``strength/2 · Σ_i Ω_i (θ_i − θ*_i)²`` over every parameter tensor."""
-    return 0.5 * strength * sum((importance[k] * (theta[k] - anchor[k]) ** 2).sum() for k in importance)
+def fgw_loss(a_real: Tensor, a_proxy: Tensor, x_real: Tensor, x_proxy: Tensor, alpha: float = 0.5) -> Tensor:
+    """Fused Gromov–Wasserstein distance (square loss, uniform weights) between the graphs
+    ``(a_real, x_real)`` and ``(a_proxy, x_proxy)``: ``min_T (1−α)⟨M, T⟩ + α Σ (A_ik − B_jl)² T_ij T_kl``
+    with ``M_ij = ‖x_real_i − x_proxy_j‖²`` (released ``utils.gw_distance_loss``). Differentiable in
+    the features (envelope theorem) through POT's torch backend."""
+    import ot
+
+    n, m = a_real.shape[0], a_proxy.shape[0]
+    if n == 0 or m == 0:
+        return x_proxy.sum() * 0.0
+    xr, xp = x_real.double(), x_proxy.double()
+    M = torch.cdist(xr, xp) ** 2
+    p = torch.full((n,), 1.0 / n, dtype=torch.float64)
+    q = torch.full((m,), 1.0 / m, dtype=torch.float64)
+    val = ot.gromov.fused_gromov_wasserstein2(M, a_real.double(), a_proxy.double(), p, q, loss_fun="square_loss",
+                                              alpha=float(alpha))
+    return val.to(x_proxy.dtype)
 
 
-def class_moments(x: Tensor, y: Tensor, num_classes: int) -> tuple[Tensor, Tensor]:
-    """Per-class feature mean and variance [C, F] (zeros for absent classes)."""
-    mean = torch.zeros(num_classes, x.shape[1])
-    var = torch.zeros(num_classes, x.shape[1])
-    for c in range(num_classes):
-        xc = x[y == c]
-        if len(xc):
-            mean[c], var[c] = xc.mean(0), xc.var(0, unbiased=False)
-    return mean, var
+def balanced_labels(n: int, num_classes: int, rng: torch.Generator) -> Tensor:
+    """Class-balanced labels in random order: ⌊n/C⌋ of each class, the remainder to the last
+    class (released ``utils.gen_y_noise``)."""
+    counts = torch.full((num_classes,), n // num_classes, dtype=torch.long)
+    counts[-1] += n - int(counts.sum())
+    y = torch.repeat_interleave(torch.arange(num_classes), counts)
+    return y[torch.randperm(n, generator=rng)]
 
 
-def merge(graphs: list[SyntheticGraph]) -> SyntheticGraph:
-    """Disjoint union of synthetic graphs (node ids shifted)."""
-    offsets = torch.tensor([0] + [len(g.y) for g in graphs]).cumsum(0)
-    return SyntheticGraph(torch.cat([g.x for g in graphs]), torch.cat([g.y for g in graphs]),
-                          torch.cat([g.edge_index + o for g, o in zip(graphs, offsets)], 1))
+def proxy_edges(x: Tensor, k: int) -> Tensor:
+    """The proxy graph: each node joined to its top-``k`` cosine neighbours *counting itself*
+    (``construct_graph``), symmetrised; [2, e] without self loops (the GCN adds them)."""
+    return knn_graph(x, int(k) - 1)
 
 
+def dense_adjacency(edge_index: Tensor, n: int) -> Tensor:
+    """0/1 adjacency [n, n] of ``edge_index`` (duplicates merged)."""
+    a = torch.zeros(n, n)
+    a[edge_index[0], edge_index[1]] = 1.0
+    return a
+
+
+def induced_adjacency(edge_index: Tensor, mask: Tensor) -> Tensor:
+    """Dense adjacency of the subgraph induced by ``mask`` (in mask order), built without the full n×n matrix."""
+    idx = torch.full((mask.numel(),), -1, dtype=torch.long)
+    idx[mask] = torch.arange(int(mask.sum()))
+    src, dst = idx[edge_index[0]], idx[edge_index[1]]
+    keep = (src >= 0) & (dst >= 0)
+    return dense_adjacency(torch.stack([src[keep], dst[keep]]), int(mask.sum()))
+
+
+def topology_criterion(theta: Params, x: Tensor, edge_index: Tensor) -> Params:
+    """Topology-Consistency Criterion: ``Ω = ∇_θ Σ_(i,j) e_ij²``, ``e_ij = ⟨h_i W₁, tanh(h_j W₁)⟩``,
+    h the layer-1 GCN output, summed over the proxy graph's edges and its self loops listed
+    twice, as the released edge list holds them (``utils.compute_criterion``/``construct_graph``).
+    Only the layer-1 parameters receive a criterion."""
+    th = {k: v.detach().clone().requires_grad_(k.startswith("conv1.")) for k, v in theta.items()}
+    n = x.shape[0]
+    P = propagation_matrix(edge_index, n)
+    w1 = th["conv1.weight"]
+    h = F.relu(torch.sparse.mm(P, x @ w1.t()) + th["conv1.bias"])
+    loops = torch.arange(n).repeat(2, 2)
+    src, dst = torch.cat([edge_index, loops], 1)
+    a = h @ w1
+    e = (a[src] * torch.tanh(a[dst])).sum(1)
+    keys = [k for k in th if th[k].requires_grad]
+    grads = torch.autograd.grad((e ** 2).sum(), [th[k] for k in keys])
+    return {k: g.detach() for k, g in zip(keys, grads)}
+
+
+def retention_penalty(theta: Params, anchors: list[Params], criteria: list[Params]) -> Tensor:
+    """``Σ_s Σ_i |Ω_s,i| (θ_i − θ*_s,i)²`` over the earlier visits s (released ``loss_retention``)."""
+    total = torch.zeros(())
+    for anchor, omega in zip(anchors, criteria):
+        for k, w in omega.items():
+            total = total + (w.abs() * (theta[k] - anchor[k]) ** 2).sum()
+    return total
+
+
+class ProxyGenerator(torch.nn.Module):
+    """The released ``utils.Generator``: ``[Embedding(y), z] → (Linear–Tanh–Dropout)×3 → Linear``;
+    dropout masks are drawn from an explicit generator (always active, as released)."""
+
+    def __init__(self, noise_dim: int, num_features: int, num_classes: int, dropout: float, seed: int):
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            self.emb = torch.nn.Embedding(num_classes, num_classes)
+            dims = (noise_dim + num_classes, *GEN_HIDDEN)
+            self.hidden = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+            self.out = torch.nn.Linear(dims[-1], num_features)
+        self.noise_dim, self.dropout = int(noise_dim), float(dropout)
+
+    def forward(self, z: Tensor, y: Tensor, rng: torch.Generator) -> Tensor:
+        h = torch.cat([self.emb(y), z], 1)
+        for layer in self.hidden:
+            h = torch.tanh(layer(h))
+            if self.dropout > 0:
+                h = h * dropout_mask(h.shape, self.dropout, rng, h.device, h.dtype)
+        return self.out(h)
+
+    def sample(self, y: Tensor, rng: torch.Generator) -> Tensor:
+        return self(torch.randn(len(y), self.noise_dim, generator=rng), y, rng)
+
+
+# ----------------------------------------------------------------------------- the method
 @oneshot_method
 class Ghost(OneShotMethod):
-    """GHOST: proxy generators + sequential, Fisher-consolidated server integration."""
+    """GHOST: per-client proxy generators (feature + FGW losses) → sequential, criterion-consolidated server."""
 
     name = "ghost"
     label = "GHOST"
     groups = {"oneshot": 3}  # row positions in the papers' tables
     paper = "Qian et al. 2025 (ICML), GHOST: one-shot federated graph learning"
-    uses_local = True
     _parameter_constraints = {
         "gen_steps": [Interval(int, 0, 100_000)], "gen_lr": [Interval(float, 0.0, 10.0, closed="right")],
-        "noise_dim": [Interval(int, 1, 4096)], "gen_hidden": [Interval(int, 1, 1 << 14)],
-        "proxy_nodes": [Interval(int, 2, 1_000_000)], "stage_epochs": [Interval(int, 0, 100_000)],
-        "strength": [Interval(float, 0.0, None)], "lambda_stats": [Interval(float, 0.0, None)],
-        "knn": [Interval(int, 0, 1000)],
+        "gen_weight_decay": [Interval(float, 0.0, 1.0)], "noise_dim": [Interval(int, 1, 4096)],
+        "gen_dropout": [Interval(float, 0.0, 1.0, closed="left")], "lambda_d": [Interval(float, 0.0, None)],
+        "lambda_f": [Interval(float, 0.0, None)], "fgw_alpha": [Interval(float, 0.0, 1.0)],
+        "knn": [Interval(int, 1, 1000)], "visits": [Interval(int, 0, 10_000)],
+        "visit_steps": [Interval(int, 0, 100_000)], "lambda_r": [Interval(float, 0.0, None)],
     }
 
     @dataclass(frozen=True)
     class Config:
-        gen_steps: int = 100
-        gen_lr: float = 1e-2
-        noise_dim: int = 32
-        gen_hidden: int = 128
-        proxy_nodes: int = 200
-        stage_epochs: int = 50
-        strength: float = 1000.0
-        lambda_stats: float = 1.0
-        knn: int = 5
+        gen_steps: int = 100          # T_L
+        gen_lr: float = 0.005         # learning_rate
+        gen_weight_decay: float = 4e-4
+        noise_dim: int = 64
+        gen_dropout: float = 0.2
+        lambda_d: float = 0.05
+        lambda_f: float = 0.1         # lambda_f · f_scale
+        fgw_alpha: float = 0.5
+        knn: int = 5                  # top-k counting the node itself
+        visits: int = 3               # M
+        visit_steps: int = 5          # T_G
+        lambda_r: float = 1e-11       # lambda_r · r_scale
 
-    def generator(self, ctx, seed: int):
-        return mlp([self.cfg.noise_dim + ctx.num_classes, self.cfg.gen_hidden, ctx.num_features], seed)
-
-    def sample(self, ctx, gen, counts: Tensor, n: int, binary: bool, rng) -> tuple[Tensor, Tensor]:
-        c = ctx.num_classes
-        y = torch.multinomial(counts, n, replacement=True, generator=rng)
-        out = gen(torch.cat([torch.randn(n, self.cfg.noise_dim, generator=rng), F.one_hot(y, c).float()], 1))
-        return (torch.sigmoid(out) if binary else out), y
+    def generator(self, ctx, seed: int) -> ProxyGenerator:
+        return ProxyGenerator(self.cfg.noise_dim, ctx.num_features, ctx.num_classes, self.cfg.gen_dropout, seed)
 
     def client_message(self, ctx, k, client):
-        cfg, c = self.cfg, ctx.num_classes
-        theta = {n: ctx.local[k][n] for n in WEIGHT_KEYS}
-        x_tr, y_tr = client.x[client.train_mask].float(), client.y[client.train_mask].long()
-        counts, binary = label_counts(client, c), is_binary(client.x)
-        mean, var = class_moments(x_tr, y_tr, c)
+        cfg = self.cfg
+        mask = client.train_mask
+        x_tr, y_tr = client.x[mask].float(), client.y[mask].long()
+        a_real = induced_adjacency(client.edge_index, mask)
         gen = self.generator(ctx, int(ctx.generator(k).initial_seed()))
         rng = ctx.generator(k, salt=4)
 
         def loss():
-            x, y = self.sample(ctx, gen, counts, cfg.proxy_nodes, binary, rng)
-            P = propagation_matrix(knn_graph(x.detach(), cfg.knn), len(y))
-            m, v = class_moments(x, y, c)
-            held = torch.unique(y)
-            stats = ((m[held] - mean[held]).pow(2).sum(1) + (v[held] - var[held]).pow(2).sum(1)).mean()
-            return F.cross_entropy(gcn_forward(theta, x, P), y) + cfg.lambda_stats * stats
+            x = gen.sample(y_tr, rng)
+            a_proxy = dense_adjacency(proxy_edges(x.detach(), cfg.knn), len(y_tr))
+            return (feature_loss(x, x_tr, cfg.lambda_d)
+                    + cfg.lambda_f * fgw_loss(a_real, a_proxy, x_tr, x, cfg.fgw_alpha))
 
-        adam_steps(gen.parameters(), loss, cfg.gen_steps, cfg.gen_lr)
-        return {**module_message("generator", gen), "counts": counts, "binary": torch.tensor([float(binary)])}
+        adam_steps(gen.parameters(), loss, cfg.gen_steps, cfg.gen_lr, cfg.gen_weight_decay)
+        return {**module_message("generator", gen), "nodes": torch.tensor([float(client.num_nodes)])}
 
     def synthesize(self, ctx, messages):
-        rng = ctx.generator(-1, salt=5)
-        order = sorted(range(len(messages)), key=lambda i: (-float(messages[i]["counts"].sum()), i))
-        graphs = []
-        with torch.no_grad():
-            for i in order:
-                m = messages[i]
-                gen = load_module("generator", self.generator(ctx, 0), m)
-                x, y = self.sample(ctx, gen, m["counts"], self.cfg.proxy_nodes, float(m["binary"][0]) > 0.5, rng)
-                graphs.append(SyntheticGraph(x, y, knn_graph(x, self.cfg.knn)))
-        ctx.state["proxies"] = graphs
-        return merge(graphs)
+        return None  # GHOST generates a fresh proxy graph at every visit (server_train)
 
     def server_train(self, ctx, messages, graph):
-        theta = ctx.init_model()
-        importance: Params = {k: torch.zeros_like(v) for k, v in theta.items()}
-        anchor = {k: v.clone() for k, v in theta.items()}
-        proxies = ctx.state["proxies"]
-        for j in range(len(proxies)):
-            g = merge(proxies[:j + 1])
-            imp, anc = importance, anchor
-
-            def loss(z, th, g=g, imp=imp, anc=anc):
-                return F.cross_entropy(z, g.y) + consolidation_penalty(th, anc, imp, self.cfg.strength)
-
-            theta = ctx.fit(g, self.cfg.stage_epochs, params=theta, loss_fn=loss, salt=j)
-            P = propagation_matrix(g.edge_index, len(g.y))
-            fisher = diag_fisher(lambda th: F.cross_entropy(gcn_forward(th, g.x, P), g.y), theta)
-            importance = {k: importance[k] + fisher[k] for k in importance}
-            anchor = {k: v.clone() for k, v in theta.items()}
-        return theta
+        cfg, tc = self.cfg, ctx.config
+        gens = [load_module("generator", self.generator(ctx, 0), m) for m in messages]
+        rng = ctx.generator(-1, salt=5)
+        drop = ctx.generator(-1, salt=6)
+        theta = {k: v.clone().requires_grad_(True) for k, v in ctx.init_model().items()}
+        opt = torch.optim.Adam(list(theta.values()), lr=tc.lr, weight_decay=tc.weight_decay)
+        anchors: list[Params] = []
+        criteria: list[Params] = []
+        for i in torch.randperm(len(messages), generator=rng).tolist():
+            n = int(messages[i]["nodes"][0])
+            for _ in range(cfg.visits):
+                with torch.no_grad():
+                    y = balanced_labels(n, ctx.num_classes, rng)
+                    x = gens[i].sample(y, rng)
+                edges = proxy_edges(x, cfg.knn)
+                P = propagation_matrix(edges, n)
+                criteria.append(topology_criterion(theta, x, edges))
+                for _ in range(cfg.visit_steps):
+                    opt.zero_grad()
+                    z = gcn_forward(theta, x, P, dropout=tc.dropout, training=True, generator=drop)
+                    loss = F.cross_entropy(z, y)
+                    if anchors and cfg.lambda_r > 0:
+                        loss = loss + cfg.lambda_r * retention_penalty(theta, anchors, criteria[:-1])
+                    loss.backward()
+                    opt.step()
+                anchors.append({k: v.detach().clone() for k, v in theta.items()})
+        return {k: v.detach() for k, v in theta.items()}
