@@ -416,6 +416,7 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
         executor.bind(data_root=data_root, device=device, share_graphs=runner is None)
 
     claims = executor is None  # in-process: grids on one store share the work cell by cell
+    provenance(device)  # the checkout's state as this process loaded it (git_state is read once)
 
     def timed(cell, **kw):
         claim = None

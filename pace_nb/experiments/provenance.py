@@ -6,6 +6,7 @@ none and are reported as "not recorded" (:func:`commit_label`), never guessed.
 """
 from __future__ import annotations
 
+import functools
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping
@@ -24,9 +25,12 @@ def _git(root: Path, *args: str) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
+@functools.lru_cache(maxsize=None)
 def git_state(root: Path | None) -> tuple[str | None, bool | None]:
     """``(commit, dirty)`` of the checkout at ``root``: HEAD's hash and whether tracked files differ
-    from it (untracked files are not counted); ``(None, None)`` outside a git checkout."""
+    from it (untracked files are not counted); ``(None, None)`` outside a git checkout. Read once per
+    process (the grid reads it before its first cell): the code a process runs is the code it loaded,
+    whatever is committed while it runs."""
     if root is None:
         return None, None
     head = _git(root, "rev-parse", "HEAD")
