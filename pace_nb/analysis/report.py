@@ -199,6 +199,9 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
         out += _md_table(["table", "row", "column", "ours", "paper", "ours − paper", "our draws", "cause"],
                          [[r.table, r.row, r.col, _num(r.ours), _num(r.paper), f"{r.diff:+.2f}", r.draws or "–",
                            "; ".join(r.labels) or cz.UNEXPLAINED] for r in far_frame.itertuples()])
+    from pace_nb.analysis.readme_block import draws_table
+
+    out += draws_table(an, level="###")
     out += ["", "### Declared causes", "",
             "Each applies only inside its scope (tables; methods, variants, datasets, partitions, client counts "
             "when named; the sign of ours − paper) and only where its evidence is found in the store for that "
