@@ -204,9 +204,13 @@ def test_report_writes_the_committed_file_from_the_shipped_store_only(own_store,
     shipped = config.shipped_results_dir()
     if shipped is None:
         pytest.skip("no shipped results store in this checkout")
+    from pace_nb.analysis.readme_block import current
+
     committed = (ROOT / "REPRODUCTION.md").read_bytes()
+    block = current((ROOT / "README.md").read_text(encoding="utf-8"))  # README's block: compared, never rewritten here
     seen = []
-    monkeypatch.setattr(report, "report_from_store", lambda store, paths: seen.append(store.root) or committed.decode())
+    monkeypatch.setattr(report, "outputs_from_store",
+                        lambda store, paths: seen.append(store.root) or (committed.decode(), block))
     assert main(["report", "--check"]) == 0  # compared with the shipped store, not the user's one
     assert seen == [shipped] and "your store" in capsys.readouterr().err
     assert main(["report", "--results", str(own_store)]) == 2

@@ -1,14 +1,14 @@
-"""Mask draws: how far a table entry of ours moves from one data draw to the next.
+"""Mask and partition draws: how far a table entry of ours moves from one data draw to the next.
 
 Louvain and METIS partitions are deterministic, so a data seed changes only the clients'
-20/40/40 masks. The paper's masks are one unseeded OpenFGL draw (``benchmarks/openfgl_splits.py``):
-no code can regenerate them, so part of any gap is the draw. ``configs/pace_draws.toml`` reruns
+20/40/40 masks; under Dirichlet it redraws each client's class mix too. The paper's masks and
+its Dirichlet partition are one unseeded OpenFGL draw (``benchmarks/openfgl_splits.py``): no
+code can regenerate them, so part of any gap may be the draw. ``configs/pace_draws.toml`` reruns
 the settings in question on more data seeds into the store's ``draws/`` folder (never the main
 store: a table shows one draw per setting); :func:`draw_spread` gives, per entry of a table, the
-mean and spread of our means over the main draw and those draws. A paper value inside the 95 %
-prediction interval of one more of our draws, ``mean ± t₀.₉₇₅,ₙ₋₁ · s · √(1 + 1/n)`` (``s`` the
-sample standard deviation of our n draw means, seed noise included), is what another mask draw
-gives: :func:`draw_interval`.
+mean and range of our means over the main draw and those draws. A paper value inside that range
+of at least five draws is what another draw gives (:func:`~pace_nb.analysis.causes.draw_cause`);
+no interval is extrapolated beyond the draws.
 """
 from __future__ import annotations
 
@@ -73,15 +73,3 @@ def draw_spread(table_id: str, main: pd.DataFrame, draws: Mapping[int, pd.DataFr
     out.loc[ok, "draw_min"] = m[ok].min(axis=1)
     out.loc[ok, "draw_max"] = m[ok].max(axis=1)
     return out
-
-
-def draw_interval(entry: pd.Series) -> tuple[float, float]:
-    """95 % prediction interval of one more draw's mean, ``draw_mean ± t₀.₉₇₅,ₙ₋₁ · draw_std · √(1 + 1/n)``;
-    NaNs without :data:`MIN_DRAWS` draws."""
-    from scipy.stats import t
-
-    n, mean, s = entry.get("n_draws", 0), entry.get("draw_mean", math.nan), entry.get("draw_std", math.nan)
-    if not n or n < MIN_DRAWS or s != s or mean != mean:
-        return math.nan, math.nan
-    half = float(t.ppf(0.975, int(n) - 1)) * float(s) * math.sqrt(1 + 1 / int(n))
-    return float(mean) - half, float(mean) + half

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import pandas as pd
 
-from pace_nb.analysis.draws import DRAW_TABLES, DRAWS_FOLDER, data_seeds, draw_interval, draw_spread, split_draws
-from pace_nb.analysis.gap_notes import EVERY_ENTRY
-from pace_nb.analysis.tables import NOT_RUN, TABLES, build_tables, canonical_method, render_markdown
+from pace_nb.analysis import causes as cz
+from pace_nb.analysis.causes import LIST_ABOVE
+from pace_nb.analysis.draws import DRAW_TABLES, DRAWS_FOLDER, data_seeds, draw_spread, split_draws
+from pace_nb.analysis.tables import NOT_RUN, build_tables, canonical_method, render_markdown
 from pace_nb.analysis.spear_comparison import comparison_label, is_comparison
 
 #: Metrics reported in percentage points: only these are scored against the 1 / 2 / 5 point bands
@@ -24,8 +26,6 @@ POINT_METRICS: frozenset[str] = frozenset({"acc", "f1_weighted", "f1_macro", "de
                                            "gap_f1_weighted", "max_drop_pts", "alpha_zero_pct",
                                            "upload_pct", "return_pct"})
 BANDS: tuple[float, ...] = (1.0, 2.0, 5.0)
-#: A cell farther from the paper than this (points) is listed with its cause.
-LIST_ABOVE = 2.0
 #: The PACE paper's numbered tables, summarised together in the agreement table.
 PACE_MAIN_TABLES = tuple(str(i) for i in range(1, 13))
 
@@ -48,83 +48,37 @@ def agreement(comp: pd.DataFrame, methods: Sequence[str] | None = None) -> dict:
     ran = s[(s["status"] == "ok") & s["diff"].notna()] if len(s) else s
     out = {"scored": int(len(s)), "run": int(len(ran))}
     for b in BANDS:
-        out[f"within_{b:g}"] = (float((ran["diff"].abs() <= b).mean()) if len(ran) else None)
+        out[f"within_{b:g}"] = (float((gaps(ran).abs() <= b).mean()) if len(ran) else None)
     return out
 
 
-def note_subject(note: str) -> str:
-    """What a footnote is about: its text before the first colon (``"FedProx: μ = …"`` → ``FedProx``)."""
-    return note.split(":", 1)[0].strip()
-
-
-def cause_of(entry: pd.Series, notes: Sequence[str], table_wide: bool = True) -> str:
-    """``"note i (subject)"`` for the footnote about the entry's method or dataset, else (with
-    ``table_wide``) the table-wide footnote (subject :data:`~pace_nb.analysis.gap_notes.EVERY_ENTRY`),
-    else ``""``."""
-    for i, note in enumerate(notes, 1):
-        subject = note_subject(note)
-        if canonical_method(subject) == canonical_method(entry["method"]) or subject == entry["dataset"]:
-            return f"note {i} ({subject})"
-    for i, note in enumerate(notes if table_wide else (), 1):
-        if note_subject(note) == EVERY_ENTRY:
-            return f"note {i} ({EVERY_ENTRY.lower()})"
-    return ""
-
-
-def table_cause(table_id: str, entry: pd.Series) -> str:
-    """The cause of a gap: the table's own footnote about the entry's method or dataset, else the
-    first table of the same paper with such a footnote (``"Table 1 note 6 (CiteSeer)"``), else ``""``."""
-    own = cause_of(entry, TABLES[table_id].notes)
-    if own:
-        return own
-    for tid, t in TABLES.items():
-        if tid != table_id and t.paper == TABLES[table_id].paper and cause_of(entry, t.notes, table_wide=False):
-            return f"Table {tid} {cause_of(entry, t.notes, table_wide=False)}"
-    return ""
-
-
-def seed_noise(entry: pd.Series) -> float:
-    """Standard error of ours − paper from both seed spreads, ``sqrt(s_o²/n + s_p²/n)`` with n our
-    seed count (the papers report as many seeds as their protocols have); NaN when unknown."""
-    n = entry.get("n_seeds")
-    s_o, s_p = (pd.to_numeric(entry.get(k), errors="coerce") for k in ("ours_std", "paper_std"))
-    if not n or n != n or n < 2 or (s_o != s_o and s_p != s_p):
-        return math.nan
-    return math.sqrt(((0 if s_o != s_o else s_o) ** 2 + (0 if s_p != s_p else s_p) ** 2) / n)
-
-
-def gap_cause(table_id: str, entry: pd.Series) -> str:
-    """The footnote cause (:func:`table_cause`); else "seed noise" when |ours − paper| ≤ 2 standard
-    errors of the difference (:func:`seed_noise`); else "mask draw" when the paper's value lies in the
-    95 % prediction interval of one more of our mask draws (:func:`~pace_nb.analysis.draws.draw_interval`,
-    from the entry's ``n_draws``/``draw_mean``/``draw_std``); else ``""``."""
-    cause = table_cause(table_id, entry)
-    if cause:
-        return cause
-    se = seed_noise(entry)
-    if se == se and abs(entry["diff"]) <= 2 * se:
-        return f"seed noise (≤ 2 SE = {2 * se:.2f})"
-    lo, hi = draw_interval(entry)
-    if lo == lo and lo <= entry["paper_mean"] <= hi:
-        return f"mask draw (paper in {lo:.2f}–{hi:.2f}, 95 % PI of a draw; {int(entry['n_draws'])} draws)"
-    return ""
+def gaps(comp: pd.DataFrame) -> pd.Series:
+    """Ours − paper per entry, scored: for an upper-bound entry (``bound``) only the excess over the
+    bound counts (at or below it: 0)."""
+    d = pd.to_numeric(comp["diff"], errors="coerce")
+    if "bound" in comp:
+        d = d.where(~comp["bound"].fillna(False).astype(bool), d.clip(lower=0))
+    return d
 
 
 def far_cells(table_id: str, comp: pd.DataFrame, above: float = LIST_ABOVE,
-              spread: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Scored, run entries with |ours − paper| > ``above``, with their cause (:func:`gap_cause`) and,
-    when ``spread`` (:func:`~pace_nb.analysis.draws.draw_spread` of ``comp``) has them, the range of
-    our means over the mask draws."""
+              spread: pd.DataFrame | None = None, evidence: cz.Evidence | None = None) -> pd.DataFrame:
+    """Scored, run entries with |ours − paper| > ``above`` (an upper bound: the excess), with every
+    cause that applies to that entry (:func:`~pace_nb.analysis.causes.entry_causes`: ``kinds``,
+    ``labels``) and, when ``spread`` (:func:`~pace_nb.analysis.draws.draw_spread` of ``comp``) has
+    them, the range of our means over the stored draws."""
     if spread is not None:
         comp = comp.join(spread)
     s = scored(comp)
-    far = s[(s["status"] == "ok") & (s["diff"].abs() > above)] if len(s) else s
+    far = s[(s["status"] == "ok") & (gaps(s).abs() > above)] if len(s) else s
     draws = [f"{e.draw_min:.2f}–{e.draw_max:.2f} ({int(e.n_draws)})" if e.get("n_draws", 0) else ""
              for _, e in far.iterrows()]
+    found = [cz.entry_causes(table_id, e, evidence) for _, e in far.iterrows()]
     return pd.DataFrame({"table": table_id, "row": far.get("row", []), "col": far.get("col", []),
                          "ours": far.get("ours_mean", []), "paper": far.get("paper_mean", []),
-                         "diff": far.get("diff", []), "draws": draws,
-                         "cause": [gap_cause(table_id, e) for _, e in far.iterrows()]})
+                         "diff": gaps(far) if len(far) else [], "draws": draws,
+                         "kinds": [tuple(dict.fromkeys(k for k, _ in f)) for f in found],
+                         "labels": [tuple(lbl for _, lbl in f) for f in found]})
 
 
 def _share(v: float | None) -> str:
@@ -184,7 +138,7 @@ def _num(v: float, fmt: str = "{:.2f}") -> str:
 def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]], *,
                  store_label: str = "results/", cell_rows: pd.DataFrame | None = None,
                  tables: Sequence[str] | None = None, draws: Mapping[int, pd.DataFrame] | None = None,
-                 draw_cells: pd.DataFrame | None = None) -> str:
+                 draw_cells: pd.DataFrame | None = None, analysis: "Analysis | None" = None) -> str:
     """The text of REPRODUCTION.md (deterministic: no time stamps, no paths but ``store_label``).
 
     ``rows``: the store's rows (:meth:`ResultsStore.load`); ``cells``: :meth:`ResultsStore.cells`;
@@ -192,15 +146,14 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
     rows with a ``cell`` column (per-cell timing; optional); ``draws``: data seed → rows of other
     mask draws of some settings (:func:`~pace_nb.analysis.draws.split_draws`), ``draw_cells``
     their cells (counted for their config only)."""
-    comps = build_tables(rows if len(rows) else None, list(tables) if tables else None)
-    drawn = [t for t in comps if t in DRAW_TABLES]  # each draw's tables, built once
-    draw_comps = {s: build_tables(r, drawn) for s, r in (draws or {}).items()} if drawn else {}
+    an = analysis if analysis is not None else analyse(rows, tables, draws)
+    comps, far_frame = an.comps, an.far
     out = ["# Reproduction report: PACE and SPEAR", "",
            f"Generated by `pace-nb report` from the results store `{store_label}` "
            f"({len(cells)} cells, {len(rows)} rows). Regenerate it with the same command; do not edit by hand.",
            f"Every registered table of both papers follows: each cell is ours (mean ± sample std over seeds) / "
            f"the paper's (ours − paper). A setting without results in the store is marked \"{NOT_RUN}\" — "
-           f"never filled in.", ""]
+           f"never filled in.", "", cz.count_line(far_frame), ""]
     # -- configs and wall time
     runs = config_runs(_concat_cells(cells, draw_cells), configs)
     out += ["## Configs in the store", "",
@@ -213,13 +166,11 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
     out += ["", "## Agreement with the papers", "",
             "Scored: entries in percentage points with a paper value (accuracy, F1, Δ, byte and α = 0 shares); "
             "shares are over the entries run. \"Local/PACE\": the same for the rows of Local and PACE only.", ""]
-    agree_rows, far = [], []
+    agree_rows = []
     for tid, comp in comps.items():
         a, lp = agreement(comp), agreement(comp, ("local", "pace"))
         agree_rows.append([tid, a["scored"], a["run"], *(_share(a[f"within_{b:g}"]) for b in BANDS),
                            f"{_share(lp['within_1'])} of {lp['run']}"])
-        spread = draw_spread(tid, comp, {s: c[tid] for s, c in draw_comps.items() if tid in c})
-        far.append(far_cells(tid, comp, spread=spread))
     pace = [comps[t] for t in PACE_MAIN_TABLES if t in comps and len(comps[t])]
     if len(pace) > 1:  # the must-show line: every PACE table 1–12 together
         both = pd.concat(pace, ignore_index=True)
@@ -228,21 +179,41 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
                            f"{_share(lp['within_1'])} of {lp['run']}"])
     out += _md_table(["table", "scored", "run", "within 1", "within 2", "within 5", "Local/PACE within 1"],
                      agree_rows)
-    far_frame = pd.concat(far, ignore_index=True) if far else pd.DataFrame()
+    bounds = bound_lines(comps)
+    if bounds:
+        out += ["", "Upper bounds (scored by the excess over the bound only):", ""] + [f"* {b}" for b in bounds]
     out += ["", f"### Entries off by more than {LIST_ABOVE:g} points", "",
-            "Cause: the footnote of that table about the entry's method or dataset (or its table-wide note); "
-            "else \"seed noise\" when the gap is within 2 standard errors of the difference of the two means "
-            "(both seed spreads, our seed count for both); else \"mask draw\" when the paper's value lies in the "
-            "95 % prediction interval of one more of our mask draws (mean ± t₀.₉₇₅,ₙ₋₁ · s · √(1 + 1/n) over our "
-            "n draw means; the paper's masks are one unseeded draw); \"–\" = no known cause. \"Our draws\": the range "
-            "of our means over the mask draws of that setting (data seed 2024 and the cells of "
-            "`configs/pace_draws.toml` in the store's `draws/` folder) and their number.", ""]
+            "Cause: every cause shown for that entry, in a fixed order of kinds — a declared cause (the "
+            "`Cause` footnotes under the tables: each names the tables, methods, variants, datasets, partitions, "
+            "client counts and sign of the gap it is written for, and applies only where its evidence is found "
+            "in the store for that entry, quoted in brackets); \"seed noise\" when the gap is within 2 standard "
+            "errors of the difference of the two means (both seed spreads, our seed count for both); \"mask "
+            f"draw\" (Louvain, METIS) / \"partition draw\" (Dirichlet) when the paper's value lies inside the "
+            f"range of at least {cz.DRAW_CAUSE_MIN} of our stored draws of that setting (no interval beyond "
+            "them). \"unexplained\": none of these. \"Our draws\": the range of our means over the stored draws "
+            "of that setting (data seed 2024 and the cells of `configs/pace_draws.toml` in the store's `draws/` "
+            "folder) and their number.", ""]
     if far_frame.empty:
         out.append("None among the entries run.")
     else:
         out += _md_table(["table", "row", "column", "ours", "paper", "ours − paper", "our draws", "cause"],
                          [[r.table, r.row, r.col, _num(r.ours), _num(r.paper), f"{r.diff:+.2f}", r.draws or "–",
-                           r.cause or "–"] for r in far_frame.itertuples()])
+                           "; ".join(r.labels) or cz.UNEXPLAINED] for r in far_frame.itertuples()])
+    from pace_nb.analysis.readme_block import draws_table
+
+    out += draws_table(an, level="###")
+    out += ["", "### Declared causes", "",
+            "Each applies only inside its scope (tables; methods, variants, datasets, partitions, client counts "
+            "when named; the sign of ours − paper) and only where its evidence is found in the store for that "
+            "entry. Text that admits no cause is not one: the tables' other footnotes are implementation notes.", ""]
+    out += [f"* {d}" for d in cz.declared(far_frame)]
+    # -- provenance
+    out += ["", "## Provenance", "",
+            "The commits the store's cells were computed from (each new cell's manifest records the package "
+            "version, git commit and whether the tree had uncommitted changes, torch / PyG / NumPy versions, "
+            "device and thread count; cells stored before that was recorded say \"not recorded\").", ""]
+    out += _md_table(["commit", "cells", "device · threads", "torch · PyG · NumPy"],
+                     [list(r) for r in commit_table(_concat_cells(cells, draw_cells))])
     # -- time
     if cell_rows is not None:
         t = time_by_method(cell_rows, cells)
@@ -254,8 +225,70 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
     # -- tables
     out += ["", "## Tables", ""]
     for tid, comp in comps.items():
-        out += [render_markdown(tid, comp).rstrip(), ""]
+        notes = cz.footnotes(tid, far_frame)
+        out += [render_markdown(tid, comp).rstrip()] + ([""] if notes else []) + [f"* {n}" for n in notes] + [""]
     return "\n".join(out).rstrip() + "\n"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Every table's comparison (``comps``) and the entries more than :data:`LIST_ABOVE` points off
+    with their causes (``far``, :func:`far_cells`), of one store and its draws."""
+
+    comps: dict[str, pd.DataFrame]
+    far: pd.DataFrame
+    spreads: dict[str, pd.DataFrame]  # table → :func:`~pace_nb.analysis.draws.draw_spread` of its entries
+
+
+def analyse(rows: pd.DataFrame, tables: Sequence[str] | None = None,
+            draws: Mapping[int, pd.DataFrame] | None = None) -> Analysis:
+    """:class:`Analysis` of a store's rows and its other draws (data seed → rows)."""
+    comps = build_tables(rows if len(rows) else None, list(tables) if tables else None)
+    drawn = [t for t in comps if t in DRAW_TABLES]  # each draw's tables, built once
+    draw_comps = {s: build_tables(r, drawn) for s, r in (draws or {}).items()} if drawn else {}
+    ev = cz.Evidence(rows if len(rows) else None, comps)
+    spreads = {tid: draw_spread(tid, comp, {s: c[tid] for s, c in draw_comps.items() if tid in c})
+               for tid, comp in comps.items()}
+    far = [far_cells(tid, comp, spread=spreads[tid], evidence=ev) for tid, comp in comps.items()]
+    return Analysis(comps, pd.concat(far, ignore_index=True) if far else
+                    pd.DataFrame(columns=["table", "kinds", "labels"]), spreads)
+
+
+def bound_lines(comps: Mapping[str, pd.DataFrame]) -> list[str]:
+    """One line per run upper-bound entry: ours against the paper's bound (:func:`~pace_nb.analysis.tables.bound_verdict`)."""
+    from pace_nb.analysis.tables import TABLES, bound_verdict
+
+    out = []
+    for tid, comp in comps.items():
+        if "bound" not in comp or comp.empty:
+            continue
+        for _, e in comp[comp["bound"] & (comp["status"] == "ok")].iterrows():
+            where = f"{e['row']} {e['col']}"
+            if e["dataset"] == "all":  # the bound is on the worst dataset: name it
+                same = comp[(comp["variant"] == e["variant"]) & (comp["dataset"] != "all")
+                            & ((comp["ours_mean"] - e["ours_mean"]).abs() < 1e-9)]
+                where = f"{e['col']}, worst dataset {same['dataset'].iloc[0]}" if len(same) else where
+            out.append(f"{TABLES[tid].title.split(':')[0]} ({tid}), {where}: ours {e['ours_mean']:.2f} "
+                       f"± {e['ours_std']:.2f} (n = {int(e['n_seeds'])}) vs ≤ {e['paper_mean']:.2f}: {bound_verdict(e)}")
+    return out
+
+
+def commit_table(cells: pd.DataFrame) -> list[tuple[str, int, str, str]]:
+    """Per commit (:func:`~pace_nb.experiments.provenance.commit_label`, "not recorded" for old cells):
+    how many cells, and the devices/threads and software versions they record."""
+    from pace_nb.experiments.provenance import NOT_RECORDED, commit_label
+
+    recs = cells["provenance"].tolist() if len(cells) and "provenance" in cells else [None] * len(cells)
+    groups: dict[str, list] = {}
+    for r in recs:
+        groups.setdefault(commit_label(r if isinstance(r, Mapping) else None), []).append(r)
+    out = []
+    for label in sorted(groups, key=lambda k: (k == NOT_RECORDED, k)):
+        rs = [r for r in groups[label] if isinstance(r, Mapping)]
+        dev = ", ".join(sorted({f"{r.get('device')} · {r.get('threads')}" for r in rs})) or "–"
+        sw = ", ".join(sorted({f"{r.get('torch')} · {r.get('torch_geometric')} · {r.get('numpy')}" for r in rs})) or "–"
+        out.append((label if label == NOT_RECORDED else f"`{label}`", len(groups[label]), dev, sw))
+    return out
 
 
 def store_readme(cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]], *, store_label: str = "results/",
@@ -334,6 +367,14 @@ def _concat_cells(*frames: pd.DataFrame | None) -> pd.DataFrame:
 def report_from_store(store, config_paths: Sequence = (), tables: Sequence[str] | None = None) -> str:
     """:func:`build_report` of a :class:`~pace_nb.experiments.store.ResultsStore` (and its mask draws,
     ``<store>/draws``) and config files."""
+    return outputs_from_store(store, config_paths, tables)[0]
+
+
+def outputs_from_store(store, config_paths: Sequence = (), tables: Sequence[str] | None = None) -> tuple[str, str]:
+    """REPRODUCTION.md's text and the README block (:func:`~pace_nb.analysis.readme_block.readme_block`)
+    of a store, from one :func:`analyse` of it."""
+    from pace_nb.analysis.readme_block import readme_block
+
     frames = [store.rows_of(k).assign(cell=k) for k in store.keys()]
     cell_rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["cell", "receiver"])
     rows, dstore = store.load(), _draws_store(store)
@@ -341,9 +382,11 @@ def report_from_store(store, config_paths: Sequence = (), tables: Sequence[str] 
     if dstore is not None:
         protocol = rows[(rows["method"] != "spear") & ~is_comparison(rows["params"])] if len(rows) else rows
         draws = split_draws(dstore.load(), exclude=set(data_seeds(protocol["params"])) if len(protocol) else set())
-    return build_report(rows, _store_cells(store), config_cells(config_paths), store_label=f"{store.root.name}/",
+    an = analyse(rows, tables, draws)
+    text = build_report(rows, _store_cells(store), config_cells(config_paths), store_label=f"{store.root.name}/",
                         cell_rows=cell_rows, tables=tables, draws=draws,
-                        draw_cells=_store_cells(dstore) if dstore is not None else None)
+                        draw_cells=_store_cells(dstore) if dstore is not None else None, analysis=an)
+    return text, readme_block(an)
 
 
 def readme_from_store(store, config_paths: Sequence = ()) -> str:

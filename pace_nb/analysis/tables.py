@@ -37,6 +37,8 @@ METRICS = {"acc": "Acc", "f1_weighted": "W-F1", "f1_macro": "Macro-F1", "alpha_m
            "comm_mb": "comm (MB)", "seconds": "time (s)", "speedup_vs_fedavg": "speed-up vs FedAvg",
            "kib_client": "upload/client (KB)", "mib_total": "total comm (MB)"}
 NOT_RUN = "not run"
+#: A paper value whose note says this is an upper bound (SPEAR's robustness: "within 0.6 %").
+BOUND_MARK = "(upper bound)"
 _SUMMARY = {"acc": ("acc_mean", "acc_std"), "f1_weighted": ("f1w_mean", "f1w_std"),
             "f1_macro": ("f1m_mean", "f1m_std"), "alpha_mean": ("alpha_mean", None),
             "upload_pct": ("upload_ratio", None), "return_pct": ("return_ratio", None),
@@ -265,10 +267,13 @@ def _spear_ours(e: pd.Series, r: pd.DataFrame | None, scope: str = "clients") ->
         clean = sel("spear", "full").groupby(["dataset", "seed"]).acc.mean()
         pert = sel("spear", e.variant).groupby(["dataset", "seed"]).acc.mean()
         drops = (clean - pert).dropna()
-        if e.dataset == "all":  # the paper bounds the worst dataset mean
-            return (drops.groupby("dataset").mean().max() if len(drops) else math.nan), math.nan, \
-                int(drops.index.get_level_values("seed").nunique())
-        vals = drops
+        if e.dataset == "all":  # the paper bounds the worst dataset mean: that dataset's drops
+            if not len(drops):
+                return math.nan, math.nan, 0
+            worst = drops.groupby("dataset").mean().idxmax()
+            vals = drops.xs(worst, level="dataset")
+        else:
+            vals = drops
     elif e.metric == "comm_kb":  # per client, KiB (the paper's 18.8 KB is per client)
         g = sel(e.method, e.variant)
         vals = (g.bytes_up.fillna(0) + g.bytes_down.fillna(0)) / g.num_clients / 1024
@@ -330,6 +335,7 @@ def comparison(table_id: str, rows: pd.DataFrame | None, ours: _Ours | None = No
     out["diff"] = out["ours_mean"] - out["paper_mean"]
     out["status"] = np.where(out["ours_mean"].isna(), NOT_RUN, "ok")
     out["ours_text"] = ""
+    out["bound"] = out["note"].fillna("").astype(str).str.contains(BOUND_MARK, regex=False)  # paper: an upper bound
     if table_id == "4":  # name of our matched baseline next to the paper's (``ours`` built above)
         for i, e in out.iterrows():
             if e.col == "Matched":
@@ -341,11 +347,28 @@ def comparison(table_id: str, rows: pd.DataFrame | None, ours: _Ours | None = No
     return out.reset_index(drop=True)
 
 
+def bound_verdict(e: pd.Series) -> str:
+    """An upper-bound entry against its bound: "≤ bound", or the excess and how many standard errors
+    of our mean (``ours_std / √n_seeds``) it is."""
+    if e["diff"] != e["diff"]:
+        return ""
+    if e["diff"] <= 0:
+        return "≤ bound"
+    n, s = e.get("n_seeds", 0), e.get("ours_std", math.nan)
+    se = s / math.sqrt(n) if n and n > 1 and s == s and s > 0 else math.nan
+    return f"exceeds by {e['diff']:.2f}" + (f" = {e['diff'] / se:.1f} SE" if se == se else "")
+
+
 def _cell(e: pd.Series) -> str:
     paper = _pm(e.paper_mean, e.paper_std, e.metric) or "–"
+    bound = bool(e.get("bound", False))
+    paper = f"≤ {paper}" if bound and paper != "–" else paper
     if e.status == NOT_RUN:
         return f"{NOT_RUN} / {paper}"
     ours = _pm(e.ours_mean, e.ours_std, e.metric) + (f" {e.ours_text}" if e.ours_text else "")
+    if bound:
+        verdict = bound_verdict(e)
+        return f"{ours} / {paper}" + (f" ({verdict})" if verdict else "")
     diff = f" ({e['diff']:+.2f})" if e["diff"] == e["diff"] else ""
     return f"{ours} / {paper}{diff}"
 
@@ -381,7 +404,7 @@ def render_markdown(table_id: str, comp: pd.DataFrame) -> str:
     return head + "\n".join(lines) + "\n" + tail
 
 
-_TEX = {"±": r"$\pm$", "α": r"$\alpha$", "β": r"$\beta$", "ρ": r"$\rho$", "η": r"$\eta$", "Δ": r"$\Delta$",
+_TEX = {"±": r"$\pm$", "≤": r"$\le$", "α": r"$\alpha$", "β": r"$\beta$", "ρ": r"$\rho$", "η": r"$\eta$", "Δ": r"$\Delta$",
         "–": "--", "%": r"\%", "&": r"\&", "_": r"\_", "#": r"\#"}
 
 

@@ -27,6 +27,7 @@ from pace_nb.core.io import NotRegularFileError, read_regular_bytes
 from pace_nb.experiments import preflight, values as V
 from pace_nb.core.validation import check_seeds, config_keys
 from pace_nb.experiments.cells import Cell, LocalReuse, local_key, pace_params, run_cell  # noqa: F401 (re-exported)
+from pace_nb.experiments.provenance import provenance
 from pace_nb.experiments.store import ResultsStore
 from pace_nb.methods.spear.core import SpearConfig
 from pace_nb.nn.training import TrainConfig
@@ -415,6 +416,7 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
         executor.bind(data_root=data_root, device=device, share_graphs=runner is None)
 
     claims = executor is None  # in-process: grids on one store share the work cell by cell
+    provenance(device)  # the checkout's state as this process loaded it (git_state is read once)
 
     def timed(cell, **kw):
         claim = None
@@ -423,25 +425,25 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
             if claim is None or store.has(cell.key):
                 if claim is not None:
                     claim.release()
-                return cell, (DONE_ELSEWHERE if store.has(cell.key) else RUNNING_ELSEWHERE), 0.0, None
+                return cell, (DONE_ELSEWHERE if store.has(cell.key) else RUNNING_ELSEWHERE), 0.0, None, None
         t0 = time.perf_counter()
-        try:
-            return cell, fn(cell, **kw), time.perf_counter() - t0, claim
+        try:  # provenance is read where the cell runs (a Ray worker's own versions and device)
+            return cell, fn(cell, **kw), time.perf_counter() - t0, claim, provenance(device)
         except Exception as exc:  # reported per cell with keep_going
             if claim is not None:
                 claim.release()
             if not keep_going:
                 raise
-            return cell, f"failed: {type(exc).__name__}: {exc}", time.perf_counter() - t0, None
+            return cell, f"failed: {type(exc).__name__}: {exc}", time.perf_counter() - t0, None, None
 
     results = (executor.map if executor is not None else map)(timed, todo)
     bar = progress_bar(results, enabled=progress, total=len(todo), desc="grid", unit="cell", leave=True)
-    for cell, rows, secs, claim in bar:
+    for cell, rows, secs, claim, prov in bar:
         if isinstance(rows, str):  # failed (keep_going) or another process's cell: nothing is stored here
             status[cell.key].update(status=rows.splitlines()[0][:300], rows=0, seconds=secs)
             continue
         try:
-            store.append(rows, cell_key=cell.key, cell=cell.describe(), seconds=secs)
+            store.append(rows, cell_key=cell.key, cell=cell.describe(), seconds=secs, provenance=prov)
         finally:
             if claim is not None:
                 claim.release()

@@ -153,10 +153,12 @@ class ResultsStore:
 
     # -- writing -------------------------------------------------------------------------
     def append(self, rows: pd.DataFrame | Iterable[Mapping], cell_key: str | None = None,
-               cell: Mapping[str, Any] | None = None, seconds: float | None = None) -> str:
+               cell: Mapping[str, Any] | None = None, seconds: float | None = None,
+               provenance: Mapping[str, Any] | None = None) -> str:
         """Store the rows of one finished cell atomically; returns its key.
 
-        ``seconds``: the cell's wall time, kept in its manifest entry (reports of run time).
+        ``seconds``: the cell's wall time, kept in its manifest entry (reports of run time);
+        ``provenance``: what computed it (:func:`~pace_nb.experiments.provenance.provenance`).
 
         Without ``cell_key`` the key is a hash of the rows' identity columns, so appending
         the same rows twice replaces them instead of duplicating them.
@@ -180,6 +182,7 @@ class ResultsStore:
                 "key": cell_key, "file": csv_path.name, "sha256": hashlib.sha256(data).hexdigest(),
                 "rows": int(len(frame)), "cell": dict(cell) if cell else None,
                 **({"seconds": round(float(seconds), 1)} if seconds is not None else {}),
+                **({"provenance": dict(provenance)} if provenance is not None else {}),
                 "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         return cell_key
 
@@ -311,7 +314,8 @@ class ResultsStore:
         for key in self.keys():
             meta = self._manifest(key)
             recs.append({"key": key, "rows": meta["rows"], "written": meta.get("written"),
-                         "wall_seconds": meta.get("seconds"), **(meta.get("cell") or {}),
+                         "wall_seconds": meta.get("seconds"), "provenance": meta.get("provenance"),
+                         **(meta.get("cell") or {}),
                          "setting_key": setting_key(key, meta.get("cell"))})
         return pd.DataFrame(recs)
 

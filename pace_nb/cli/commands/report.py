@@ -2,9 +2,13 @@
 
 Every registered table of both papers, ours beside the paper's with the differences, a
 per-table agreement summary (share of entries within 1 / 2 / 5 points; entries off by more
-than 2 points with the footnote cause when one exists), settings "not run" marked as such, the
-wall time of each shipped config, and where the time goes per method. The output has no time
+than 2 points with every cause shown for that entry, or "unexplained", and the count of each),
+settings "not run" marked as such, the wall time of each shipped config, the commits the cells
+were computed from, and where the time goes per method. The output has no time
 stamps: the same store gives the same file (``--check`` compares instead of writing).
+Without ``--out`` it also rewrites the block of README.md between its ``pace-nb report`` markers
+(the reproduction and SPEAR sections), so no number there is typed by hand; ``--check`` compares
+that block too.
 
 The committed REPRODUCTION.md is the report of the shipped store ``results/``: without ``--out``
 the shipped store is read (whatever your own ``data/results`` holds), and ``--check`` compares
@@ -59,7 +63,7 @@ def _store(args, committed: bool):
 
 
 def run(args) -> int:
-    from pace_nb.analysis.report import report_from_store
+    from pace_nb.analysis.report import outputs_from_store
     from pace_nb.core.config import repo_root
     from pace_nb.core.errors import ConfigError
     from pace_nb.core.io import atomic_write_text, check_output_file
@@ -75,8 +79,13 @@ def run(args) -> int:
         raise ConfigError(f"--configs {configs_dir} is not a folder")
     paths = sorted(configs_dir.glob("*.toml")) if configs_dir is not None else []
     store = _store(args, committed=args.out is None)
-    text = report_from_store(store, paths)
+    text, block = outputs_from_store(store, paths)
     outputs = [(out, text)]
+    readme = root / "README.md" if root is not None and args.out is None else None
+    if readme is not None and readme.is_file():  # the README's generated block (the shipped store's only)
+        from pace_nb.analysis.readme_block import splice
+
+        outputs.append((readme, splice(readme.read_text(encoding="utf-8"), block)))
     if args.store_readme:
         from pace_nb.analysis.report import readme_from_store
 

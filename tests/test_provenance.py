@@ -1,0 +1,62 @@
+"""Provenance of stored cells (pace_nb.experiments.provenance): written by the grid, listed by the report."""
+from __future__ import annotations
+
+import subprocess
+
+import pandas as pd
+
+from fake_results import make_rows
+from pace_nb.experiments import provenance as pv
+from pace_nb.experiments.store import ResultsStore
+
+
+def test_a_new_cell_manifest_records_every_provenance_field(tmp_path):
+    import numpy
+    import torch
+
+    from pace_nb import __version__
+    from pace_nb.experiments.grid import parse_config, run_grid
+    from pace_nb.methods.registry import METHODS
+
+    store = ResultsStore(tmp_path / "store")
+    cfg = parse_config('[grid]\nseeds = [1]\n[[experiment]]\ndatasets = ["demo"]\nmethods = ["local"]\n')
+    runner = lambda cell: make_rows(dataset=cell.dataset, seeds=cell.seeds, receivers=False,
+                                    methods={("local", "native", 0): 0.0})
+    rep = run_grid(cfg, store=store, runner=runner, known_methods=METHODS, progress=False, device="cpu")
+    rec = store.manifest(rep.records[0]["key"])["provenance"]
+    assert set(pv.FIELDS) <= set(rec)
+    assert rec["package_version"] == __version__ and rec["torch"] == torch.__version__
+    assert rec["numpy"] == numpy.__version__ and rec["device"] == "cpu" and rec["threads"] == torch.get_num_threads()
+    from pace_nb.core.config import repo_root
+
+    commit, dirty = pv.git_state(repo_root())
+    assert rec["git_commit"] == commit and rec["git_dirty"] == dirty
+    assert store.cells()["provenance"].iloc[0] == rec
+
+
+def test_git_state_of_a_checkout_and_outside_one(tmp_path):
+    assert pv.git_state(None) == (None, None)
+    assert pv.git_state(tmp_path / "not-a-repo") == (None, None)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)
+    git("init", "-q")
+    (repo / "f.txt").write_text("a", encoding="utf-8")
+    git("add", "f.txt")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x")
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert pv.git_state.__wrapped__(repo) == (head, False)
+    (repo / "f.txt").write_text("b", encoding="utf-8")  # a tracked change: dirty
+    assert pv.git_state.__wrapped__(repo) == (head, True)
+
+
+def test_report_lists_commits_and_old_cells_as_not_recorded():
+    from pace_nb.analysis.report import commit_table
+
+    rec = {"git_commit": "a" * 40, "git_dirty": True, "device": "cpu", "threads": 1, "torch": "2", "torch_geometric": "2.8",
+           "numpy": "2.4"}
+    cells = pd.DataFrame({"key": ["x", "y", "z"], "provenance": [rec, None, {**rec, "git_dirty": False}]})
+    assert commit_table(cells) == [("`aaaaaaaaaaaa`", 1, "cpu · 1", "2 · 2.8 · 2.4"),
+                                   ("`aaaaaaaaaaaa (dirty)`", 1, "cpu · 1", "2 · 2.8 · 2.4"),
+                                   ("not recorded", 1, "–", "–")]
+    assert pv.commit_label(None) == pv.NOT_RECORDED and pv.commit_label({"git_commit": None}) == "no git checkout"
