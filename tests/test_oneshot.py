@@ -71,16 +71,12 @@ def test_dense_ensemble_is_mean_of_teacher_logits():
     assert torch.allclose(dense.ensemble_logits(teachers, x, P), want, atol=1e-6)
 
 
-def test_fedsd2c_v_information_and_dm_by_hand():
+def test_fedsd2c_v_information_by_hand():
     logits = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])
     y = torch.tensor([0, 0])
     prior = torch.tensor([0.25, 0.75])
     vi = fedsd2c.v_information(logits, y, prior)
     assert vi.tolist() == pytest.approx([math.log(0.5 / 0.25), math.log(0.75 / 0.25)], rel=1e-6)
-    real, yr = torch.tensor([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]]), torch.tensor([0, 0, 1])
-    syn, ys = torch.tensor([[1.0, 1.0], [0.0, 0.0]]), torch.tensor([0, 1])
-    # class 0: mean (2, 0) vs (1, 1) → 2; class 1: (0, 2) vs (0, 0) → 4
-    assert fedsd2c.dm_loss(real, yr, syn, ys, 3).item() == pytest.approx(6.0)
 
 
 def test_ghost_fisher_and_consolidation_by_hand():
