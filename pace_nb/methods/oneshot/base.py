@@ -280,6 +280,10 @@ class OneShotMethod:
         """Server: the global GCN (default: cross-entropy on the synthetic graph)."""
         return ctx.fit(graph)
 
+    def diagnostics(self, ctx: OneShotContext) -> dict[str, Any]:
+        """JSON-able readings recorded in the row's params after the server phase (default: none)."""
+        return {}
+
     # -- protocol entry -----------------------------------------------------------------------
     @classmethod
     def run_method(cls, fg, local, *, seeds=None, device="auto", progress: bool = True, local_logits=None,
@@ -332,7 +336,8 @@ def run_oneshot(fg: FederatedGraph, method: OneShotMethod, seeds: Sequence[int] 
         params = {"method": method.name, "run_seed": int(seed), "rounds": 1, "evaluation": "complete_graph",
                   "client_seconds": t1 - t0, "server_seconds": t2 - t1, "bytes_per_client": up,
                   "synthetic_nodes": int(graph.x.shape[0]) if graph is not None else 0,
-                  "hidden": config.hidden, "epochs": config.epochs, "lr": config.lr, **method.hyperparameters()}
+                  "hidden": config.hidden, "epochs": config.epochs, "lr": config.lr, **method.hyperparameters(),
+                  **method.diagnostics(ctx)}
         beta = (getattr(fg, "config", {}) or {}).get("beta")
         if beta is not None:
             params["beta"] = beta
