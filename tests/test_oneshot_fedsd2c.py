@@ -144,3 +144,24 @@ def test_deterministic_and_bad_mode(fg, ctx):
 
 def _local(ctx):
     return train_local(ctx.fg, (SEED,), progress=False)
+
+
+def test_coreset_rows_are_their_own_variant_in_the_comparison_table(fg, one_thread):
+    """The core-set-only rows are variant "coreset": the comparison table shows them as a row of
+    their own beside the full FedSD2C, never averaged into it."""
+    import pandas as pd
+
+    from pace_nb.analysis import spear_comparison as sc
+    from pace_nb.analysis.paper_values import paper_values
+    from pace_nb.methods.oneshot.compare import run_comparison
+
+    rows = pd.concat([run_comparison(fg, ["fedsd2c"], run_seed=SEED, method_params={"fedsd2c": p})
+                      for p in ({}, {"mode": "coreset"})], ignore_index=True)
+    assert list(rows.variant) == ["native", "coreset"]
+    assert rows.acc.iloc[0] != rows.acc.iloc[1]
+    table = sc.entries("main", paper_values("spear", table="main"), rows)
+    got = table[(table.dataset == "demo") & (table.method == "fedsd2c")]
+    assert sorted(got.variant) == ["coreset", "native"]
+    scored = dict(zip(got.variant, [s[0] for s in sc.scores(got, rows)]))
+    assert scored == {"native": rows.acc.iloc[0], "coreset": rows.acc.iloc[1]}
+    assert {sc.label(e) for _, e in got.iterrows()} == {"FedSD2C", "FedSD2C [coreset]"}

@@ -23,7 +23,7 @@ def comparison_label(method: str) -> str:
 
 def label(e) -> str:
     base = comparison_label(e.method)
-    return base + (f" [{e.variant}]" if e.variant.startswith("hidden") else "")
+    return base + ("" if e.variant in ("native", "full") else f" [{e.variant}]")
 
 
 def is_comparison(params: pd.Series) -> pd.Series:

@@ -267,6 +267,12 @@ class OneShotMethod:
     def hyperparameters(self) -> dict[str, Any]:
         return dataclasses.asdict(self.cfg)
 
+    @property
+    def variant(self) -> str:
+        """The rows' ``variant``: "native" (the method as published) unless a subclass's
+        parameters select a variant of it (FedSD2C's core-set-only ``mode``)."""
+        return "native"
+
     # -- hooks ------------------------------------------------------------------------------
     def client_message(self, ctx: OneShotContext, k: int, client: ClientGraph) -> Message:
         """Tensors client ``k`` uploads (built from its own subgraph only)."""
@@ -342,7 +348,7 @@ def run_oneshot(fg: FederatedGraph, method: OneShotMethod, seeds: Sequence[int] 
         if beta is not None:
             params["beta"] = beta
         rows.append(make_row(**federation_fields(fg), seed=int(seed if row_seed is None else row_seed),
-                             method=method.name, variant="native", rank=0, receiver=-1,
+                             method=method.name, variant=method.variant, rank=0, receiver=-1,
                              acc=100 * sc["acc"], f1_weighted=100 * sc["f1_weighted"], f1_macro=100 * sc["f1_macro"],
                              bytes_up=int(sum(up)), bytes_down=0, seconds=t2 - t0, n_test=sc["n_test"],
                              upload_ratio=100.0 * (sum(up) / max(1, sum(b > 0 for b in up))) / num_params_bytes(theta),

@@ -156,6 +156,11 @@ class FedSD2C(OneShotMethod):
         init: str = "fourier"
         knn: int = 0
 
+    @property
+    def variant(self) -> str:
+        """Rows of the core-set-only variant are variant "coreset" (beside the full method's "native")."""
+        return "coreset" if self.cfg.mode == "coreset" else "native"
+
     def client_message(self, ctx, k, client):
         cfg = self.cfg
         theta = {n: ctx.local[k][n].detach() for n in WEIGHT_KEYS}
