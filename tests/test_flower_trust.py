@@ -113,7 +113,7 @@ def test_invalid_pace_upload_excludes_only_that_client(case, parts, without):
         limit = int(run_inprocess(make_client_app(parts), PACE).wire.payload_up.max())
         settings = FlowerSettings(num_clients=K, epochs=5, max_upload_bytes=limit)
         mutate = _payload(lowrank.MAGIC + bytes(limit + 1 - len(lowrank.MAGIC)))
-    out = run_inprocess(_app(parts, mutate, wire.UPLOAD["pace"]), settings)
+    out = run_inprocess(_app(parts, mutate, wire.UPLOAD), settings)
     pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0)), check_exact=True)
     bad = [d for d in out.dropped if d["kind"] == "invalid"]
     assert len(bad) == 1 and bad[0]["node_id"] == 1 and reason in bad[0]["reason"], out.dropped
@@ -122,7 +122,7 @@ def test_invalid_pace_upload_excludes_only_that_client(case, parts, without):
 
 
 def test_forged_duplicate_id_excludes_both_claimants(parts, without):
-    out = run_inprocess(_app(parts, _report("partition_id", 1), wire.UPLOAD["pace"]), PACE)
+    out = run_inprocess(_app(parts, _report("partition_id", 1), wire.UPLOAD), PACE)
     pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0, 1)), check_exact=True)
     assert sorted(d["node_id"] for d in out.dropped) == [1, 2]
     assert all("also claimed" in d["reason"] for d in out.dropped)
@@ -131,7 +131,7 @@ def test_forged_duplicate_id_excludes_both_claimants(parts, without):
 def test_swapped_id_in_round_two_and_bad_alpha(parts):
     honest = run_inprocess(make_client_app(parts), PACE)
     for mutate, reason in ((_report("partition_id", 2), "uploaded as 0"), (_report("alpha", 1e300), "alpha")):
-        out = run_inprocess(_app(parts, mutate, wire.RECEIVE["pace"]), PACE)
+        out = run_inprocess(_app(parts, mutate, wire.RECEIVE), PACE)
         # client 0's upload was valid, so the others' returns are the honest ones: their rows too
         pd.testing.assert_frame_equal(_rows(out, [1, 2]), _rows(honest, [1, 2]), check_exact=True)
         assert set(out.rows.receiver) == {1, 2, -1} and (out.rows.receiver == -1).sum() == 1
@@ -148,7 +148,7 @@ def _nan_spear(c):
 
 
 def test_spear_nan_prototypes_excluded(parts, without):
-    out = run_inprocess(_app(parts, _nan_spear, wire.UPLOAD["spear"]), SPEAR)
+    out = run_inprocess(_app(parts, _nan_spear, wire.UPLOAD), SPEAR)
     pd.testing.assert_frame_equal(_rows(out), _rows(without(SPEAR, 0)), check_exact=True)
     assert len(out.dropped) == 1 and "NaN" in out.dropped[0]["reason"] and "node 1" in out.dropped[0]["reason"]
 
@@ -164,8 +164,8 @@ def test_nothing_valid_is_a_clear_error(parts):
             return reply
         return app
     with pytest.raises(ConfigError, match="no client returned a valid report"):
-        run_inprocess(every(wire.RECEIVE["pace"], _report("n_test", -1)), PACE)
+        run_inprocess(every(wire.RECEIVE, _report("n_test", -1)), PACE)
     with pytest.raises(ConfigError, match="no admitted SPEAR client uploaded a prototype"):
-        run_inprocess(every(wire.UPLOAD["spear"], _payload(b"")), SPEAR)
+        run_inprocess(every(wire.UPLOAD, _payload(b"")), SPEAR)
     with pytest.raises(ConfigError, match="valid upload"):
-        run_inprocess(every(wire.UPLOAD["pace"], _payload(b"junk")), PACE)
+        run_inprocess(every(wire.UPLOAD, _payload(b"junk")), PACE)
