@@ -29,8 +29,19 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 
+from pace_nb.core.config import resolve_device
 from pace_nb.core.errors import ConfigError
 from pace_nb.flower import screening, wire
+from pace_nb.methods.calibration import calibrate
+from pace_nb.methods.evaluation import evaluate_method
+from pace_nb.methods.oneshot.base import OneShotContext, OneShotMethod, client_phase, oneshot_row, server_phase
+from pace_nb.methods.pace import lowrank
+from pace_nb.methods.pace import protocol as pace
+from pace_nb.methods.registry import registered
+from pace_nb.methods.spear import core as spear
+from pace_nb.methods.spear.analysis import spear_row
+from pace_nb.nn.gcn import init_params, stack_params
+from pace_nb.nn.training import client_logits, train_models
 
 NAN = float("nan")
 
@@ -43,6 +54,27 @@ class ServerPhase:
     returns: list[bytes] | None
     state: Any
     seconds: float
+
+
+def local_model(client, meta, settings) -> tuple[dict, dict]:
+    """(W_L, W0) of this client for the run seed — :func:`~pace_nb.nn.training.train_local`
+    restricted to one client, padded like the K-client batch (``meta["pad_to"]``) so that W_L is
+    the same bit for bit."""
+    tc = settings.train_config
+    w0 = init_params(int(meta["num_features"]), int(meta["num_classes"]), tc.hidden, settings.seed)
+    params, _ = train_models([client], stack_params([w0]), [tc.model_seed(settings.seed, client.index)], [0], tc,
+                             device=settings.device, progress=False, _pad_to=meta.get("pad_to"))
+    return {n: v[0] for n, v in params.items()}, w0
+
+
+def confusions(client, finals: dict[str, torch.Tensor], num_classes: int) -> dict[str, Any]:
+    """A receiver's report: its test-node count and the test confusion counts of each prediction."""
+    mask = client.test_mask
+    y = client.y[mask]
+    out: dict[str, Any] = {"partition_id": client.index, "n_test": int(mask.sum())}
+    for key, z in finals.items():
+        out[f"confusion_{key}"] = wire.confusion(y, z[mask].argmax(-1), num_classes)
+    return out
 
 
 def public_view(num_classes: int, num_features: int):
@@ -95,9 +127,6 @@ class PaceAdapter(Adapter):
     evaluation = "receivers"
 
     def upload(self, client, meta):
-        from pace_nb.flower.client import local_model
-        from pace_nb.methods.pace import lowrank
-        from pace_nb.methods.pace import protocol as pace
 
         t0 = time.perf_counter()
         w_l, w0 = local_model(client, meta, self.settings)
@@ -107,12 +136,6 @@ class PaceAdapter(Adapter):
             "train_seconds": t_train, "upload_seconds": time.perf_counter() - t0 - t_train}
 
     def receive(self, client, meta, kept, data):
-        from pace_nb.flower.client import confusions
-        from pace_nb.methods.calibration import calibrate
-        from pace_nb.methods.pace import lowrank
-        from pace_nb.methods.pace import protocol as pace
-        from pace_nb.nn.gcn import init_params
-        from pace_nb.nn.training import client_logits
 
         s = self.settings
         if kept is None:
@@ -136,7 +159,6 @@ class PaceAdapter(Adapter):
         return parsed
 
     def server(self, payloads, parsed, num_classes, fed):
-        from pace_nb.methods.pace import protocol as pace
 
         t0 = time.perf_counter()
         returns = pace.server(payloads, self.settings.pace_config)
@@ -162,7 +184,6 @@ def receiver_rows(reports: list[dict], partitions: list[int], num_classes: int, 
     bytes and their ratios, ``n_test``), a second with the External predictions and the reported
     α as a fixed blend of identical logits (``alpha`` per receiver and pooled, ``acc_external``).
     """
-    from pace_nb.methods.evaluation import evaluate_method
 
     def onehot(pred):
         return F.one_hot(torch.from_numpy(pred).long(), num_classes).float()
@@ -195,7 +216,6 @@ class SpearAdapter(Adapter):
         return self.settings.spear_config.for_variant(self.settings.spear_variant)
 
     def upload(self, client, meta):
-        from pace_nb.methods.spear import core as spear
 
         t0 = time.perf_counter()
         if client.num_nodes == 0 or not bool(client.train_mask.any()):
@@ -224,8 +244,6 @@ class SpearAdapter(Adapter):
         return ServerPhase(None, (P, N), time.perf_counter() - t0)
 
     def rows(self, phase, *, up, down, reports, partitions, num_classes, fed, seconds, evaluation):
-        from pace_nb.methods.spear import core as spear
-        from pace_nb.methods.spear.analysis import spear_row
 
         v = self.settings.spear_variant
         r = spear.run_spear(evaluation, self.settings.spear_config, v, uploads=phase.state)
@@ -245,21 +263,17 @@ class OneShotAdapter(Adapter):
         self.method = cls(**settings.method_params)
 
     def _context(self, view, local=None):
-        from pace_nb.core.config import resolve_device
-        from pace_nb.methods.oneshot.base import OneShotContext
 
         s = self.settings
         return OneShotContext(view, s.seed, s.train_config, resolve_device(s.device), local)
 
     def upload(self, client, meta):
-        from pace_nb.methods.oneshot.base import client_phase
 
         report: dict[str, Any] = {}
         local = None
         t0 = time.perf_counter()
         if self.method.uses_local:
-            from pace_nb.flower.client import local_model
-
+    
             local = [None] * int(meta["num_clients"])
             local[client.index] = local_model(client, meta, self.settings)[0]
             report["train_seconds"] = time.perf_counter() - t0
@@ -270,7 +284,6 @@ class OneShotAdapter(Adapter):
         return data, None, report
 
     def server(self, payloads, parsed, num_classes, fed):
-        from pace_nb.methods.oneshot.base import server_phase
 
         t0 = time.perf_counter()
         ctx = self._context(public_view(num_classes, fed["num_features"]))
@@ -278,7 +291,6 @@ class OneShotAdapter(Adapter):
         return ServerPhase(None, (ctx, theta, graph), time.perf_counter() - t0)
 
     def rows(self, phase, *, up, down, reports, partitions, num_classes, fed, seconds, evaluation):
-        from pace_nb.methods.oneshot.base import oneshot_row
 
         ctx, theta, graph = phase.state
         if ctx.num_features != evaluation.num_features:
@@ -307,8 +319,6 @@ ADAPTERS: dict[str, type[Adapter]] = {"pace": PaceAdapter, "spear": SpearAdapter
 
 def flower_methods() -> tuple[str, ...]:
     """Every registered method Flower can run (PACE, SPEAR, every one-shot method)."""
-    from pace_nb.methods.oneshot.base import OneShotMethod
-    from pace_nb.methods.registry import registered
 
     return tuple(e.name for e in registered().entries()
                  if e.name in ADAPTERS or (isinstance(e.obj, type) and issubclass(e.obj, OneShotMethod)))
@@ -317,8 +327,6 @@ def flower_methods() -> tuple[str, ...]:
 def resolve_method(name: str) -> str:
     """The registry id of ``name`` (the registry's one-line error when unknown); a method that
     cannot run on Flower (multi-round training, Local) is a :class:`ConfigError` saying why."""
-    from pace_nb.methods.oneshot.base import OneShotMethod
-    from pace_nb.methods.registry import registered
 
     entry = registered().get(name)
     if entry.name in ADAPTERS or (isinstance(entry.obj, type) and issubclass(entry.obj, OneShotMethod)):
@@ -333,7 +341,6 @@ def resolve_method(name: str) -> str:
 
 def make_adapter(settings) -> Adapter:
     """The adapter of ``settings.method`` (checked by :func:`resolve_method`)."""
-    from pace_nb.methods.registry import registered
 
     name = resolve_method(settings.method)
     if name in ADAPTERS:

@@ -21,15 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from pace_nb.core.errors import ConfigError
 from pace_nb.flower import wire
 from pace_nb.flower.adapters import make_adapter
 from pace_nb.flower.partitions import load_partition
 from pace_nb.flower.settings import FlowerSettings
-from pace_nb.nn.gcn import init_params, stack_params
-from pace_nb.nn.training import train_models
 
 STATE = "kept"
 
@@ -58,26 +54,6 @@ def _reply(message, payload: bytes | None, report: dict[str, Any], meta: dict | 
                                              "seed": int(cfg.get("seed", -1)), "num_clients": int(meta["num_clients"]),
                                              "num_features": int(meta["num_features"])})
     return Message(content, reply_to=message)
-
-
-def local_model(client, meta, settings: FlowerSettings) -> tuple[dict, dict]:
-    """(W_L, W0) of this client for the run seed — :func:`train_local` restricted to one client,
-    padded like the K-client batch (``meta["pad_to"]``) so that W_L is the same bit for bit."""
-    tc = settings.train_config
-    w0 = init_params(int(meta["num_features"]), int(meta["num_classes"]), tc.hidden, settings.seed)
-    params, _ = train_models([client], stack_params([w0]), [tc.model_seed(settings.seed, client.index)], [0], tc,
-                             device=settings.device, progress=False, _pad_to=meta.get("pad_to"))
-    return {n: v[0] for n, v in params.items()}, w0
-
-
-def confusions(client, finals: dict[str, torch.Tensor], num_classes: int) -> dict[str, Any]:
-    """A receiver's report: its test-node count and the test confusion counts of each prediction."""
-    mask = client.test_mask
-    y = client.y[mask]
-    out: dict[str, Any] = {"partition_id": client.index, "n_test": int(mask.sum())}
-    for key, z in finals.items():
-        out[f"confusion_{key}"] = wire.confusion(y, z[mask].argmax(-1), num_classes)
-    return out
 
 
 def upload(message, context, default_dir=None):

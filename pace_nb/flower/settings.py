@@ -15,7 +15,9 @@ from typing import Any, ClassVar, Mapping
 from pace_nb.core.config import PAPER_SEEDS
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.validation import Interval, validate_params
+from pace_nb.flower.adapters import method_params, resolve_method
 from pace_nb.methods.pace.protocol import PaceConfig, variant_config
+from pace_nb.methods.registry import check_method_params
 from pace_nb.methods.spear.core import SpearConfig
 from pace_nb.nn.training import TrainConfig
 
@@ -52,9 +54,6 @@ class FlowerSettings:
     params: str = "{}"  # the hyperparameters of a method other than PACE and SPEAR, a JSON object
 
     def __post_init__(self) -> None:
-        from pace_nb.flower.adapters import method_params, resolve_method
-        from pace_nb.methods.registry import check_method_params
-
         if not isinstance(self.method, str):
             raise ConfigError(f"Flower setting method must be a method name, got {self.method!r}")
         object.__setattr__(self, "method", resolve_method(self.method))  # the registry's id
