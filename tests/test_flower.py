@@ -482,3 +482,71 @@ def test_insecure_deploy_warns(monkeypatch, capsys):
     assert main(["flower", "deploy", "--clients", str(K), "--insecure"]) == 2
     err = capsys.readouterr().err
     assert "warning: --insecure: no TLS and no SuperNode authentication" in err
+
+
+_NEW_METHOD = textwrap.dedent('''
+    """A one-shot method nobody wrote a Flower adapter for: class-mean features up, a kNN graph of them."""
+    from dataclasses import dataclass
+
+    import torch
+
+    from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph, label_counts, oneshot_method
+
+
+    @oneshot_method
+    class ClassMeans(OneShotMethod):
+        name = "classmeans_probe"
+        label = "ClassMeans"
+        paper = "a test method"
+
+        @dataclass(frozen=True)
+        class Config:
+            knn: int = 2
+
+        def client_message(self, ctx, k, client):
+            x, y = client.x[client.train_mask].float(), client.y[client.train_mask].long()
+            counts = label_counts(client, ctx.num_classes)
+            sums = torch.zeros(ctx.num_classes, x.shape[1]).index_add_(0, y, x)
+            return {"means": sums / counts.clamp_min(1).unsqueeze(1), "counts": counts}
+
+        def synthesize(self, ctx, messages):
+            xs = torch.cat([m["means"][m["counts"] > 0] for m in messages])
+            ys = torch.cat([torch.arange(ctx.num_classes)[m["counts"] > 0] for m in messages])
+            return SyntheticGraph(xs, ys, knn_graph(xs, self.cfg.knn))
+''')
+
+_RUN_NEW_METHOD = textwrap.dedent("""
+    import json, tempfile
+    import classmeans_probe  # registers the method: no other file names it
+    from pace_nb.core.schema import COLUMNS
+    from pace_nb.data.federation import build_federated
+    from pace_nb.flower.client import make_client_app
+    from pace_nb.flower.inprocess import run_inprocess
+    from pace_nb.flower.partitions import export_evaluation, export_partitions
+    from pace_nb.flower.settings import FlowerSettings
+    from pace_nb.methods.protocol import run_protocol
+    from pace_nb.nn.training import TrainConfig
+    fg = build_federated("demo", "dirichlet", 3, 2024, beta=1.0)
+    tmp = tempfile.mkdtemp()
+    s = FlowerSettings(method="classmeans_probe", num_clients=3, epochs=5, params={"knn": 3})
+    out = run_inprocess(make_client_app(str(export_partitions(fg, tmp + "/p"))), s,
+                        evaluation=export_evaluation(fg, tmp + "/e"))
+    ref = run_protocol(fg, seeds=(s.seed,), methods=("classmeans_probe",), train_config=TrainConfig(epochs=5),
+                       method_params={"classmeans_probe": {"knn": 3}}, progress=False)
+    cols = [c for c in COLUMNS if c not in ("seconds", "params")]
+    print(json.dumps({"flower": out.rows[cols].to_dict("records"), "inprocess": ref[cols].to_dict("records"),
+                      "knn": json.loads(out.rows.params.iloc[0])["knn"]}))
+""")
+
+
+def test_a_new_method_in_one_module_runs_on_flower(tmp_path):
+    """A one-shot method defined in one new module (in a fresh process, so the registry of this
+    one stays as it is) runs on Flower with the in-process rows — no adapter, no other file."""
+    (tmp_path / "classmeans_probe.py").write_text(_NEW_METHOD)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PACE_NB_PROGRESS": "0",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p)}
+    res = subprocess.run([sys.executable, "-c", _RUN_NEW_METHOD], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["flower"] == got["inprocess"] and len(got["flower"]) == 1 and got["knn"] == 3
+    assert got["flower"][0]["method"] == "classmeans_probe" and got["flower"][0]["acc"] > 0
