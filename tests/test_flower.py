@@ -140,7 +140,7 @@ def test_bytes_on_the_messages_are_the_protocol_bytes(pace_run, fg, local, refer
     assert list(out.wire.payload_up) == [len(u) for u in ups]
 
 
-def test_spear_uploads_are_the_protocol_bytes_and_need_the_evaluator(fg, parts, evaluator):
+def test_spear_uploads_are_the_protocol_bytes_and_need_the_evaluator(fg, parts, evaluator, tmp_path):
     tap = Tap()
     cfg = spear.SpearConfig()
     out = run_inprocess(make_client_app(parts), FlowerSettings(num_clients=K, method="spear"), tap=tap,
@@ -152,6 +152,9 @@ def test_spear_uploads_are_the_protocol_bytes_and_need_the_evaluator(fg, parts, 
     assert out.rows.acc.iloc[0] == 100.0 * spear.run_spear(fg, cfg).acc
     with pytest.raises(ConfigError, match="evaluated on the complete graph"):
         run_inprocess(make_client_app(parts), FlowerSettings(num_clients=K, method="spear"))
+    other = export_evaluation(build_federated("demo", "dirichlet", K, 7, beta=1.0), tmp_path / "other")
+    with pytest.raises(ConfigError, match="another federation.*scheme 'dirichlet' \\(evaluator\\) vs 'louvain'.*seed 7"):
+        run_inprocess(make_client_app(parts), FlowerSettings(num_clients=K, method="spear"), evaluation=other)
 
 
 #: The in-process run of each method (``run_protocol`` parameters) and its Flower settings.

@@ -217,6 +217,19 @@ def _reasons(items: list[dict]) -> str:
     return "; ".join(d["reason"] for d in items)[:1500]
 
 
+def check_evaluation(evaluation, fed: dict, num_classes: int) -> None:
+    """The evaluator's complete graph must be the federation the admitted clients uploaded from."""
+    cfg = evaluation.config or {}
+    have = {"dataset": evaluation.dataset, "scheme": cfg.get("scheme", ""), "seed": int(cfg.get("seed", -1)),
+            "num_clients": evaluation.num_clients, "num_features": evaluation.num_features,
+            "num_classes": evaluation.num_classes}
+    want = {**fed, "num_classes": num_classes}
+    diff = {k: (have[k], want[k]) for k in have if have[k] != want[k]}
+    if diff:
+        raise ConfigError("the evaluator's file is of another federation than the clients' uploads: "
+                          + ", ".join(f"{k} {a!r} (evaluator) vs {b!r} (clients)" for k, (a, b) in diff.items()))
+
+
 def run_round(grid, settings: FlowerSettings, evaluation=None) -> FlowerOutcome:
     """The whole one-shot round on a Flower ``Grid`` (module docstring). ``evaluation``: the
     :class:`~pace_nb.flower.partitions.EvaluationGraph` of a complete-graph method."""
@@ -233,6 +246,8 @@ def run_round(grid, settings: FlowerSettings, evaluation=None) -> FlowerOutcome:
     if len(ups) < settings.min_clients:
         raise ConfigError(f"only {len(ups)} valid upload(s) (need {settings.min_clients}); {_reasons(dropped + excluded)}")
     ups = sorted(ups, key=lambda r: r.partition_id)
+    if adapter.evaluation == "complete_graph":
+        check_evaluation(evaluation, fed, c)
     phase = adapter.server([r.payload for r in ups], [r.parsed for r in ups], c, fed)
     t["server"] = time.perf_counter()
     by_node: dict[int, bytes] = {}

@@ -177,7 +177,7 @@ def run(args) -> int:
     pooled = out.rows[out.rows.receiver == -1].iloc[0]
     t = out.timings
     print(f"{method_label(settings.method)} on Flower ({t['runtime']}): {fg.dataset}, {fg.config.get('scheme')}, "
-          f"K={fg.num_clients}, seed {settings.seed}; participants {len(out.wire)}/{fg.num_clients}"
+          f"K={fg.num_clients}, seed {int(pooled.seed)}; participants {len(out.wire)}/{fg.num_clients}"
           + (f"; dropped {out.dropped}" if out.dropped else ""))
     print(f"  pooled acc {pooled.acc:.2f}  mean alpha {pooled.alpha:.4f}  bytes up {_int(pooled.bytes_up)} "
           f"down {_int(pooled.bytes_down)}  (Flower messages: up {int(out.wire.message_up.sum())} "
