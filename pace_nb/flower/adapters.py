@@ -88,6 +88,8 @@ class Adapter:
 
     name: ClassVar[str] = ""
     evaluation: ClassVar[str] = "complete_graph"
+    #: What :meth:`consensus` compares (named in an exclusion's reason).
+    consensus_what: ClassVar[str] = "uploaded tensors"
 
     def __init__(self, settings):
         self.settings = settings
@@ -211,6 +213,7 @@ class SpearAdapter(Adapter):
     """SPEAR: PPR prototypes and counts up; shrinkage aggregation; complete-graph evaluation."""
 
     name = "spear"
+    consensus_what = "prototype widths"
 
     def _config(self):
         return self.settings.spear_config.for_variant(self.settings.spear_variant)

@@ -178,15 +178,16 @@ def admit_uploads(ups: list[Reply], settings: FlowerSettings, adapter: Adapter |
     kept = _keep_majority(kept, lambda r: tuple(r.federation.values()), "federation", stage, excluded)
     kept = _keep_majority(kept, lambda r: r.report["num_classes"], "num_classes", stage, excluded)
     c = kept[0].report["num_classes"] if kept else 0
-    for r in list(kept):
+    unparsed = set()
+    for r in kept:
         try:
             r.parsed = adapter.screen(r.payload, c)
         except screening.Invalid as exc:
             excluded.append(_exclude(r, stage, exc))
-            r.parsed = None
-    kept = [r for r in kept if not any(d["node_id"] == r.node_id for d in excluded)]
+            unparsed.add(r.node_id)
+    kept = [r for r in kept if r.node_id not in unparsed]
     shared = [r for r in kept if adapter.consensus(r.parsed) is not None]  # uploads with something to agree on
-    agreed = _keep_majority(shared, lambda r: adapter.consensus(r.parsed), "uploaded tensors", stage, excluded)
+    agreed = _keep_majority(shared, lambda r: adapter.consensus(r.parsed), adapter.consensus_what, stage, excluded)
     kept = [r for r in kept if r in agreed or r not in shared]
     return kept, excluded, c, (kept[0].federation if kept else {})
 
