@@ -1,5 +1,6 @@
-"""PACE and SPEAR as Flower apps: identical numbers to the in-process protocol, bytes on the
-messages, dropouts, malformed messages, and a server process that never holds client data."""
+"""Every one-shot method as Flower apps (PACE, SPEAR, the one-shot baselines through one adapter):
+identical rows to the in-process protocol, bytes on the messages, dropouts, malformed messages,
+and a PACE server process that never holds client data."""
 from __future__ import annotations
 
 import base64
@@ -16,12 +17,13 @@ import torch
 flwr = pytest.importorskip("flwr")
 
 from pace_nb.core.config import PAPER_SEEDS  # noqa: E402
-from pace_nb.core.errors import DataCorruptionError  # noqa: E402
+from pace_nb.core.errors import ConfigError, DataCorruptionError  # noqa: E402
+from pace_nb.core.schema import COLUMNS  # noqa: E402
 from pace_nb.data.federation import build_federated  # noqa: E402
 from pace_nb.flower import wire  # noqa: E402
 from pace_nb.flower.client import make_client_app  # noqa: E402
 from pace_nb.flower.inprocess import run_inprocess  # noqa: E402
-from pace_nb.flower.partitions import client_file, export_partitions, load_partition  # noqa: E402
+from pace_nb.flower.partitions import client_file, export_evaluation, export_partitions, load_partition  # noqa: E402
 from pace_nb.flower.settings import FlowerSettings  # noqa: E402
 from pace_nb.methods.pace import lowrank  # noqa: E402
 from pace_nb.methods.pace import protocol as pace  # noqa: E402
@@ -45,6 +47,11 @@ def fg():
 @pytest.fixture(scope="module")
 def parts(fg, tmp_path_factory):
     return str(export_partitions(fg, tmp_path_factory.mktemp("parts")))
+
+
+@pytest.fixture(scope="module")
+def evaluator(fg, tmp_path_factory):
+    return str(export_evaluation(fg, tmp_path_factory.mktemp("evaluator")))
 
 
 @pytest.fixture(scope="module")
@@ -133,23 +140,78 @@ def test_bytes_on_the_messages_are_the_protocol_bytes(pace_run, fg, local, refer
     assert list(out.wire.payload_up) == [len(u) for u in ups]
 
 
-def test_spear_global_prototypes_and_accuracy(fg, parts):
+def test_spear_uploads_are_the_protocol_bytes_and_need_the_evaluator(fg, parts, evaluator, tmp_path):
     tap = Tap()
     cfg = spear.SpearConfig()
-    out = run_inprocess(make_client_app(parts), FlowerSettings(num_clients=K, method="spear"), tap=tap)
+    out = run_inprocess(make_client_app(parts), FlowerSettings(num_clients=K, method="spear"), tap=tap,
+                        evaluation=evaluator)
     P, N = spear.client_prototypes(fg, cfg.T, cfg.a)
-    g, present = spear.global_prototypes(P, N, cfg.gamma)
-    got_g, got_present = wire.parse_spear_return(tap.down[0])
-    assert torch.equal(got_g, g) and torch.equal(got_present, present)
-    for k, c in enumerate(fg.clients):
+    for k in range(K):
         assert tap.up[k] == (spear.serialize_upload(P[k], N[k]) if bool((N[k] > 0).any()) else b"")
-        pred = spear.predict(spear.ppr_propagate(c.x, c.edge_index, cfg.T, cfg.a), g, present)[c.test_mask]
-        row = out.rows[out.rows.receiver == k].iloc[0]
-        assert row.acc == 100.0 * (int((pred == c.y[c.test_mask]).sum()) / int(c.test_mask.sum()))
-        assert row.bytes_up == len(tap.up[k])
-    pooled = out.rows[out.rows.receiver == -1].iloc[0]
-    assert pooled.bytes_up == sum(spear.upload_bytes(P, N))
-    assert pooled.n_test == sum(int(c.test_mask.sum()) for c in fg.clients)
+    assert tap.down == {} and list(out.rows.receiver) == [-1]  # evaluated at the server: nothing returned
+    assert out.rows.acc.iloc[0] == 100.0 * spear.run_spear(fg, cfg).acc
+    with pytest.raises(ConfigError, match="evaluated on the complete graph"):
+        run_inprocess(make_client_app(parts), FlowerSettings(num_clients=K, method="spear"))
+    other = export_evaluation(build_federated("demo", "dirichlet", K, 7, beta=1.0), tmp_path / "other")
+    with pytest.raises(ConfigError, match="another federation.*scheme 'dirichlet' \\(evaluator\\) vs 'louvain'.*seed 7"):
+        run_inprocess(make_client_app(parts), FlowerSettings(num_clients=K, method="spear"), evaluation=other)
+
+
+#: The in-process run of each method (``run_protocol`` parameters) and its Flower settings.
+METHOD_RUNS = {
+    "pace": ({"pace": {"ranks": (6,)}}, {}),
+    "spear": ({}, {}),
+    "fedcvae": ({"fedcvae": {"epochs": 20, "synthetic_nodes": 300}}, {"params": {"epochs": 20, "synthetic_nodes": 300}}),
+    "oasis": ({}, {}),
+    "fedsd2c": ({}, {}),  # a one-shot method built from the client's Local model
+}
+ROW_COLUMNS = [c for c in COLUMNS if c not in ("seconds", "params")]
+
+
+@pytest.mark.parametrize("method", sorted(METHOD_RUNS))
+def test_every_oneshot_method_rows_identical_to_run_protocol(method, fg, parts, evaluator):
+    """One adapter for every method: a Flower run's rows are the in-process run's, every column
+    but the wall time; the method's hyperparameters and the participants are in ``params``."""
+    from pace_nb.nn.training import TrainConfig
+
+    method_params, extra = METHOD_RUNS[method]
+    settings = FlowerSettings(method=method, num_clients=K, epochs=5, **extra)
+    out = run_inprocess(make_client_app(parts), settings, evaluation=evaluator)
+    ref = run_protocol(fg, seeds=(settings.seed,), methods=(method,), train_config=TrainConfig(epochs=5),
+                       method_params=method_params, progress=False)
+    got, want = (f[ROW_COLUMNS].sort_values("receiver").reset_index(drop=True) for f in (out.rows, ref))
+    pd.testing.assert_frame_equal(got, want, check_exact=True, check_dtype=False)
+    params = json.loads(out.rows.params.iloc[-1])
+    assert params["flower"]["participants"] == [0, 1, 2] and out.dropped == []
+    for key, value in method_params.get(method, {}).items():
+        if key != "ranks":
+            assert params[key] == value
+
+
+def test_oneshot_dropout_and_bad_method(fg, parts, evaluator):
+    """A one-shot client that drops out is reported; the server runs on the others' uploads.
+    An unknown method is the registry's error, a multi-round one is refused with the reason."""
+    from pace_nb.core.errors import UnknownNameError
+    from pace_nb.methods.oneshot import make_oneshot
+    from pace_nb.methods.oneshot.base import OneShotContext, client_phase, complete_graph_scores, server_phase
+    from pace_nb.nn.training import TrainConfig
+
+    out = run_inprocess(make_client_app(parts, fail_partitions=(1,)), FlowerSettings(method="oasis", num_clients=K,
+                        epochs=5), evaluation=evaluator)
+    assert [d["node_id"] for d in out.dropped] == [2] and "dropped out" in out.dropped[0]["reason"]
+    assert json.loads(out.rows.params.iloc[0])["flower"]["participants"] == [0, 2]
+    m = make_oneshot("oasis")
+    ctx = OneShotContext(fg, SEED, TrainConfig(epochs=5), torch.device("cpu"))
+    blobs = [client_phase(m, ctx, k, fg.clients[k]) for k in (0, 2)]
+    theta, _ = server_phase(m, ctx, blobs)
+    assert out.rows.acc.iloc[0] == 100 * complete_graph_scores(fg, theta)["acc"]
+    assert out.rows.bytes_up.iloc[0] == sum(map(len, blobs))
+    with pytest.raises(UnknownNameError, match="unknown method 'nosuch'"):
+        FlowerSettings(method="nosuch", num_clients=K)
+    with pytest.raises(ConfigError, match="'fedavg' cannot run on Flower: it is a multi-round"):
+        FlowerSettings(method="fedavg", num_clients=K)
+    with pytest.raises(ConfigError, match="unknown parameter"):
+        FlowerSettings(method="fedcvae", num_clients=K, params={"latnet": 3})
 
 
 def test_dropout_before_upload_proceeds_with_the_rest(fg, parts, local):
@@ -172,7 +234,7 @@ def _corrupting_app(parts, mutate):
 
     def app(message, context):
         reply = real(message, context)
-        if int(context.node_config["partition-id"]) == 0 and message.metadata.message_type == "train.pace_upload":
+        if int(context.node_config["partition-id"]) == 0 and message.metadata.message_type == wire.UPLOAD:
             mutate(reply.content)
         return reply
     return app
@@ -199,7 +261,7 @@ def test_malformed_report_excludes_that_client(parts):
 
     def app(message, context):
         reply = real(message, context)
-        if message.metadata.message_type == "evaluate.pace_receive" and context.node_config["partition-id"] == 1:
+        if message.metadata.message_type == wire.RECEIVE and context.node_config["partition-id"] == 1:
             reply.content[wire.REPORT]["confusion_final"] = [1, 2, 3]
         return reply
     out = run_inprocess(app, FlowerSettings(num_clients=K))
@@ -297,6 +359,22 @@ def test_cli_simulate_inprocess_and_bad_input(tmp_path, capsys):
     assert {r["receiver"] for r in doc["rows"]} == {0, 1, 2, -1} and len(doc["wire"]) == K
     assert main(["flower", "simulate", "--engine", "inprocess", "--clients", str(K), "--rank", "-1"]) == 2
     assert "pace-nb: error:" in capsys.readouterr().err
+    one = tmp_path / "fedcvae.json"
+    assert main(["flower", "simulate", "--engine", "inprocess", "--clients", str(K), "--epochs", "5", "--method",
+                 "FedCVAE", "--param", "fedcvae.epochs=5", "--param", "fedcvae.synthetic_nodes=100", "--compare",
+                 "--json", str(one)]) == 0
+    doc = json.loads(one.read_text())
+    (row,), (ref,) = doc["rows"], doc["reference"]["rows"]
+    assert row["method"] == "fedcvae" and row["partition"] == "dirichlet"
+    assert {k: row[k] for k in ROW_COLUMNS} == {k: ref[k] for k in ROW_COLUMNS}
+    assert json.loads(row["params"])["synthetic_nodes"] == 100
+    capsys.readouterr()
+    for argv, message in ((["--method", "nosuch"], "pace-nb: error: unknown method 'nosuch'; valid methods: "),
+                          (["--method", "fedprox"], "'fedprox' cannot run on Flower: it is a multi-round"),
+                          (["--method", "oasis", "--param", "oasis.bogus=1"], "unknown parameter(s) ['bogus']")):
+        assert main(["flower", "simulate", "--engine", "inprocess", "--clients", str(K), *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
 
 
 def test_deployment_app_project_names_importable_components(tmp_path):
@@ -407,3 +485,71 @@ def test_insecure_deploy_warns(monkeypatch, capsys):
     assert main(["flower", "deploy", "--clients", str(K), "--insecure"]) == 2
     err = capsys.readouterr().err
     assert "warning: --insecure: no TLS and no SuperNode authentication" in err
+
+
+_NEW_METHOD = textwrap.dedent('''
+    """A one-shot method nobody wrote a Flower adapter for: class-mean features up, a kNN graph of them."""
+    from dataclasses import dataclass
+
+    import torch
+
+    from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph, label_counts, oneshot_method
+
+
+    @oneshot_method
+    class ClassMeans(OneShotMethod):
+        name = "classmeans_probe"
+        label = "ClassMeans"
+        paper = "a test method"
+
+        @dataclass(frozen=True)
+        class Config:
+            knn: int = 2
+
+        def client_message(self, ctx, k, client):
+            x, y = client.x[client.train_mask].float(), client.y[client.train_mask].long()
+            counts = label_counts(client, ctx.num_classes)
+            sums = torch.zeros(ctx.num_classes, x.shape[1]).index_add_(0, y, x)
+            return {"means": sums / counts.clamp_min(1).unsqueeze(1), "counts": counts}
+
+        def synthesize(self, ctx, messages):
+            xs = torch.cat([m["means"][m["counts"] > 0] for m in messages])
+            ys = torch.cat([torch.arange(ctx.num_classes)[m["counts"] > 0] for m in messages])
+            return SyntheticGraph(xs, ys, knn_graph(xs, self.cfg.knn))
+''')
+
+_RUN_NEW_METHOD = textwrap.dedent("""
+    import json, tempfile
+    import classmeans_probe  # registers the method: no other file names it
+    from pace_nb.core.schema import COLUMNS
+    from pace_nb.data.federation import build_federated
+    from pace_nb.flower.client import make_client_app
+    from pace_nb.flower.inprocess import run_inprocess
+    from pace_nb.flower.partitions import export_evaluation, export_partitions
+    from pace_nb.flower.settings import FlowerSettings
+    from pace_nb.methods.protocol import run_protocol
+    from pace_nb.nn.training import TrainConfig
+    fg = build_federated("demo", "dirichlet", 3, 2024, beta=1.0)
+    tmp = tempfile.mkdtemp()
+    s = FlowerSettings(method="classmeans_probe", num_clients=3, epochs=5, params={"knn": 3})
+    out = run_inprocess(make_client_app(str(export_partitions(fg, tmp + "/p"))), s,
+                        evaluation=export_evaluation(fg, tmp + "/e"))
+    ref = run_protocol(fg, seeds=(s.seed,), methods=("classmeans_probe",), train_config=TrainConfig(epochs=5),
+                       method_params={"classmeans_probe": {"knn": 3}}, progress=False)
+    cols = [c for c in COLUMNS if c not in ("seconds", "params")]
+    print(json.dumps({"flower": out.rows[cols].to_dict("records"), "inprocess": ref[cols].to_dict("records"),
+                      "knn": json.loads(out.rows.params.iloc[0])["knn"]}))
+""")
+
+
+def test_a_new_method_in_one_module_runs_on_flower(tmp_path):
+    """A one-shot method defined in one new module (in a fresh process, so the registry of this
+    one stays as it is) runs on Flower with the in-process rows — no adapter, no other file."""
+    (tmp_path / "classmeans_probe.py").write_text(_NEW_METHOD)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PACE_NB_PROGRESS": "0",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p)}
+    res = subprocess.run([sys.executable, "-c", _RUN_NEW_METHOD], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["flower"] == got["inprocess"] and len(got["flower"]) == 1 and got["knn"] == 3
+    assert got["flower"][0]["method"] == "classmeans_probe" and got["flower"][0]["acc"] > 0

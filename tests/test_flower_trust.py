@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import struct
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,7 @@ from pace_nb.data.federation import build_federated  # noqa: E402
 from pace_nb.flower import wire  # noqa: E402
 from pace_nb.flower.client import make_client_app  # noqa: E402
 from pace_nb.flower.inprocess import run_inprocess  # noqa: E402
-from pace_nb.flower.partitions import export_partitions  # noqa: E402
+from pace_nb.flower.partitions import export_evaluation, export_partitions  # noqa: E402
 from pace_nb.flower.settings import FlowerSettings  # noqa: E402
 from pace_nb.methods.pace import lowrank  # noqa: E402
 
@@ -36,8 +37,15 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory):
+    """The clients' partition folder; the evaluator's file (complete-graph methods) beside it."""
     fg = build_federated("demo", "dirichlet", K, 2024, beta=1.0)
-    return str(export_partitions(fg, tmp_path_factory.mktemp("parts")))
+    root = tmp_path_factory.mktemp("federation")
+    export_evaluation(fg, root / "evaluator")
+    return str(export_partitions(fg, root / "partitions"))
+
+
+def _run(parts, app, settings):
+    return run_inprocess(app, settings, evaluation=str(Path(parts).parent / "evaluator"))
 
 
 def _rows(out, receivers=None):
@@ -53,7 +61,7 @@ def without(parts):
     def get(settings, *bad):
         key = (settings.method, bad)
         if key not in cache:
-            cache[key] = run_inprocess(make_client_app(parts, fail_partitions=bad), settings)
+            cache[key] = _run(parts, make_client_app(parts, fail_partitions=bad), settings)
         return cache[key]
     return get
 
@@ -110,10 +118,10 @@ def test_invalid_pace_upload_excludes_only_that_client(case, parts, without):
     mutate, reason = UPLOAD_CASES[case]
     settings = PACE
     if case == "oversized":
-        limit = int(run_inprocess(make_client_app(parts), PACE).wire.payload_up.max())
+        limit = int(_run(parts, make_client_app(parts), PACE).wire.payload_up.max())
         settings = FlowerSettings(num_clients=K, epochs=5, max_upload_bytes=limit)
         mutate = _payload(lowrank.MAGIC + bytes(limit + 1 - len(lowrank.MAGIC)))
-    out = run_inprocess(_app(parts, mutate, wire.UPLOAD["pace"]), settings)
+    out = _run(parts, _app(parts, mutate, wire.UPLOAD), settings)
     pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0)), check_exact=True)
     bad = [d for d in out.dropped if d["kind"] == "invalid"]
     assert len(bad) == 1 and bad[0]["node_id"] == 1 and reason in bad[0]["reason"], out.dropped
@@ -122,16 +130,16 @@ def test_invalid_pace_upload_excludes_only_that_client(case, parts, without):
 
 
 def test_forged_duplicate_id_excludes_both_claimants(parts, without):
-    out = run_inprocess(_app(parts, _report("partition_id", 1), wire.UPLOAD["pace"]), PACE)
+    out = _run(parts, _app(parts, _report("partition_id", 1), wire.UPLOAD), PACE)
     pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0, 1)), check_exact=True)
     assert sorted(d["node_id"] for d in out.dropped) == [1, 2]
     assert all("also claimed" in d["reason"] for d in out.dropped)
 
 
 def test_swapped_id_in_round_two_and_bad_alpha(parts):
-    honest = run_inprocess(make_client_app(parts), PACE)
+    honest = _run(parts, make_client_app(parts), PACE)
     for mutate, reason in ((_report("partition_id", 2), "uploaded as 0"), (_report("alpha", 1e300), "alpha")):
-        out = run_inprocess(_app(parts, mutate, wire.RECEIVE["pace"]), PACE)
+        out = _run(parts, _app(parts, mutate, wire.RECEIVE), PACE)
         # client 0's upload was valid, so the others' returns are the honest ones: their rows too
         pd.testing.assert_frame_equal(_rows(out, [1, 2]), _rows(honest, [1, 2]), check_exact=True)
         assert set(out.rows.receiver) == {1, 2, -1} and (out.rows.receiver == -1).sum() == 1
@@ -148,7 +156,7 @@ def _nan_spear(c):
 
 
 def test_spear_nan_prototypes_excluded(parts, without):
-    out = run_inprocess(_app(parts, _nan_spear, wire.UPLOAD["spear"]), SPEAR)
+    out = _run(parts, _app(parts, _nan_spear, wire.UPLOAD), SPEAR)
     pd.testing.assert_frame_equal(_rows(out), _rows(without(SPEAR, 0)), check_exact=True)
     assert len(out.dropped) == 1 and "NaN" in out.dropped[0]["reason"] and "node 1" in out.dropped[0]["reason"]
 
@@ -164,8 +172,34 @@ def test_nothing_valid_is_a_clear_error(parts):
             return reply
         return app
     with pytest.raises(ConfigError, match="no client returned a valid report"):
-        run_inprocess(every(wire.RECEIVE["pace"], _report("n_test", -1)), PACE)
+        _run(parts, every(wire.RECEIVE, _report("n_test", -1)), PACE)
     with pytest.raises(ConfigError, match="no admitted SPEAR client uploaded a prototype"):
-        run_inprocess(every(wire.UPLOAD["spear"], _payload(b"")), SPEAR)
+        _run(parts, every(wire.UPLOAD, _payload(b"")), SPEAR)
     with pytest.raises(ConfigError, match="valid upload"):
-        run_inprocess(every(wire.UPLOAD["pace"], _payload(b"junk")), PACE)
+        _run(parts, every(wire.UPLOAD, _payload(b"junk")), PACE)
+
+
+ONESHOT = FlowerSettings(method="oasis", num_clients=K, epochs=5)
+ONESHOT_CASES = {
+    "bad magic": (_payload(b"not a message"), "malformed oasis upload"),
+    "NaN tensor": (_nan_pace, "holds NaN/inf"),
+    "partition_id 99": (_report("partition_id", 99), "partition_id = 99"),
+    "oversized": (None, "above the limit"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ONESHOT_CASES))
+def test_invalid_oneshot_upload_excludes_only_that_client(case, parts, without):
+    """The same screening for a one-shot baseline's uploads (PACE's wire format): the server's
+    phase and its complete-graph evaluation run on the honest clients' uploads only."""
+    mutate, reason = ONESHOT_CASES[case]
+    settings = ONESHOT
+    if case == "oversized":
+        limit = int(_run(parts, make_client_app(parts), ONESHOT).wire.payload_up.max())
+        settings = FlowerSettings(method="oasis", num_clients=K, epochs=5, max_upload_bytes=limit)
+        mutate = _payload(lowrank.MAGIC + bytes(limit + 1 - len(lowrank.MAGIC)))
+    out = _run(parts, _app(parts, mutate, wire.UPLOAD), settings)
+    pd.testing.assert_frame_equal(_rows(out), _rows(without(ONESHOT, 0)), check_exact=True)
+    (bad,) = out.dropped
+    assert bad["kind"] == "invalid" and bad["node_id"] == 1 and reason in bad["reason"] and "node 1" in bad["reason"]
+    assert json.loads(out.rows.params.iloc[0])["flower"]["participants"] == [1, 2]

@@ -83,3 +83,66 @@ def load_partition(directory, k: int) -> tuple[ClientGraph, dict[str, Any]]:
         t = {name: torch.from_numpy(z[name].copy()) for name in _ARRAYS}
     client = ClientGraph(index=int(k), **t)
     return client, meta
+
+
+# ----------------------------------------------------------------------------- the evaluator's file
+EVALUATION = "evaluation.npz"
+
+
+class EvaluationGraph:
+    """The complete graph and the union of the clients' masks: what a complete-graph evaluation
+    (SPEAR's protocol: the global model on the whole graph) reads, and nothing of any client's
+    partition. It answers the :class:`~pace_nb.data.federation.FederatedGraph` attributes that
+    evaluation uses (``data``, ``global_mask``, ``num_classes``, ``num_features``, ``num_clients``,
+    ``dataset``, ``config``)."""
+
+    def __init__(self, dataset: str, x, edge_index, y, masks: dict[str, torch.Tensor], num_classes: int,
+                 num_clients: int, config: dict):
+        from types import SimpleNamespace
+
+        self.dataset, self.num_classes, self.num_clients, self.config = dataset, int(num_classes), int(num_clients), config
+        self.data = SimpleNamespace(x=x, edge_index=edge_index, y=y, num_nodes=int(x.shape[0]))
+        self._masks = masks
+
+    @property
+    def num_features(self) -> int:
+        return int(self.data.x.shape[1])
+
+    def global_mask(self, split: str) -> torch.Tensor:
+        return self._masks[split].clone()
+
+
+def export_evaluation(fg, directory) -> Path:
+    """Write the evaluator's ``directory/evaluation.npz``: the complete graph (features, labels,
+    edges), the union of the clients' train/val/test masks, and the federation's public facts."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    d = fg.data
+    x = d.x.to_dense() if d.x.is_sparse else d.x
+    arrays = {"x": x, "edge_index": d.edge_index, "y": d.y.view(-1),
+              **{f"{s}_mask": fg.global_mask(s) for s in ("train", "val", "test")}}
+    meta = json.dumps({"format": FORMAT, "dataset": fg.dataset, "num_clients": fg.num_clients,
+                       "num_classes": int(fg.num_classes), "config": dict(fg.config)}, default=str)
+    path = out / EVALUATION
+    atomic_write_npz(path, meta=np.frombuffer(meta.encode(), dtype=np.uint8),
+                     **{k: v.cpu().numpy() for k, v in arrays.items()})
+    return path
+
+
+def load_evaluation(path) -> EvaluationGraph:
+    """The :class:`EvaluationGraph` of an :func:`export_evaluation` file (a folder holding it, or the file)."""
+    p = Path(path)
+    p = p / EVALUATION if p.is_dir() else p
+    if not p.is_file():
+        raise MissingDataError(f"no evaluation file at {p} (write it with pace_nb.flower.partitions.export_evaluation)")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            meta = json.loads(z["meta"].tobytes().decode())
+            t = {k: torch.from_numpy(z[k].copy()) for k in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask")}
+    except (OSError, KeyError, ValueError) as exc:
+        raise DataCorruptionError(f"{p} is not an evaluation file: {exc}") from None
+    if meta.get("format") != FORMAT:
+        raise DataCorruptionError(f"{p}: unsupported evaluation format {meta.get('format')!r}")
+    masks = {s: t.pop(f"{s}_mask") for s in ("train", "val", "test")}
+    return EvaluationGraph(meta["dataset"], t["x"], t["edge_index"], t["y"], masks, meta["num_classes"],
+                           meta["num_clients"], meta["config"])

@@ -21,7 +21,7 @@ from pace_nb.methods.pace import lowrank
 #: Most classes a report may declare (the confusion matrices it sends are C × C).
 MAX_CLASSES = 4096
 #: Federation fields a client's upload carries, and their types.
-FEDERATION_FIELDS = {"dataset": str, "scheme": str, "seed": int, "num_clients": int}
+FEDERATION_FIELDS = {"dataset": str, "scheme": str, "seed": int, "num_clients": int, "num_features": int}
 
 
 class Invalid(Exception):
@@ -81,19 +81,27 @@ def payload(data: Any, limit: int) -> bytes:
     return data
 
 
-def pace_header(data: bytes) -> tuple:
-    """Parse a PACE upload and check every tensor is finite → its header (name, kind, shape, rank)."""
+def carriers_header(data: bytes, method: str, allow_empty: bool = False) -> tuple:
+    """Parse an upload in PACE's wire format (PACE, every one-shot baseline) and check every
+    tensor is finite → its header (name, kind, shape, rank); ``()`` for an allowed empty upload."""
+    if allow_empty and not data:
+        return ()
     try:
         carriers = lowrank.deserialize(data)
     except Exception as exc:
-        raise Invalid(f"malformed PACE upload ({type(exc).__name__}: {str(exc)[:120]})") from None
+        raise Invalid(f"malformed {method} upload ({type(exc).__name__}: {str(exc)[:120]})") from None
     if not carriers:
-        raise Invalid("empty PACE upload")
+        raise Invalid(f"empty {method} upload")
     for name, c in carriers.items():
         for t in (c.dense, c.left, c.right):
             if t is not None and not bool(torch.isfinite(t).all()):
-                raise Invalid(f"PACE upload tensor {name} holds NaN/inf")
+                raise Invalid(f"{method} upload tensor {name} holds NaN/inf")
     return tuple((n, c.kind, tuple(c.shape), c.rank) for n, c in carriers.items())
+
+
+def pace_header(data: bytes) -> tuple:
+    """A PACE upload's header (:func:`carriers_header`; an empty upload is invalid)."""
+    return carriers_header(data, "PACE")
 
 
 def spear_tensors(data: bytes, num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,6 +130,10 @@ def final_report(report: Any, bound: int, num_classes: int, has_local: bool) -> 
     if isinstance(out["n_test"], bool):
         raise Invalid("n_test is not a count")
     if has_local:
+        rows = {key: tuple(sum(out[key][i * num_classes:(i + 1) * num_classes]) for i in range(num_classes))
+                for key in wire.REPORT_KEYS[2:]}
+        if len(set(rows.values())) != 1:
+            raise Invalid("the final, Local and External confusion matrices count different test labels")
         a = out.get("alpha")
         if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= float(a) <= 1.0:
             raise Invalid(f"alpha = {str(a)[:40]!r} is not a number in [0, 1]")

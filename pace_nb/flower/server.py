@@ -1,10 +1,14 @@
-"""The ServerApp: one round of PACE or SPEAR over Flower messages (PACE Fig. 2 step 2; SPEAR server).
+"""The ServerApp: one round of any one-shot method over Flower messages (PACE Fig. 2 step 2; SPEAR
+and the one-shot baselines' servers), through the method's adapter (:mod:`pace_nb.flower.adapters`).
 
-The server holds no data. It broadcasts the run's settings, receives each client's upload
-bytes, parses them (:func:`pace_nb.methods.pace.protocol.server` for PACE — RegMean consensus
-and per-receiver corrections, Eq. 6–8; :func:`pace_nb.methods.spear.core.global_prototypes`
-for SPEAR), sends every receiver its own return bytes, and turns the clients' reports (α,
-confusion counts) into result rows of the ``run_protocol`` schema. Clients that fail or do not
+The server broadcasts the run's settings, receives each client's upload bytes, screens them,
+and runs the method's server phase on the admitted bytes alone (PACE: RegMean consensus and
+per-receiver corrections, Eq. 6–8; SPEAR: shrinkage aggregation of the prototypes; a one-shot
+baseline: its synthesis and server training). Then the method's evaluation: PACE sends every
+receiver its own return bytes and turns their reports (α, confusion counts) into rows; SPEAR
+and the one-shot baselines are evaluated as in-process, on the complete graph, which only the
+evaluator's file holds (``evaluation``, :func:`~pace_nb.flower.partitions.export_evaluation`;
+PACE's server holds no data). The rows come from the in-process row builders. Clients that fail or do not
 answer before ``timeout`` are dropped and reported (``params.flower.dropped``); the round
 proceeds with the rest. The server trusts no client (:mod:`pace_nb.flower.screening`): who a
 client is comes from the node addressed, every field is checked before use, and an invalid
@@ -13,24 +17,19 @@ message excludes that client only — named, with the reason, in ``params.flower
 """
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
 import pandas as pd
-import torch
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import COLUMNS
 from pace_nb.flower import screening, wire
 from pace_nb.flower.settings import FlowerSettings
-from pace_nb.methods import metrics
-from pace_nb.methods.evaluation import make_row
-from pace_nb.methods.pace import lowrank
-from pace_nb.methods.pace import protocol as pace
-from pace_nb.methods.spear import core as spear
+from pace_nb.flower.adapters import Adapter, make_adapter
 
 NAN = float("nan")
 
@@ -45,6 +44,7 @@ class Reply:
     report: dict[str, Any] | None
     federation: dict[str, Any] | None
     message_bytes: int
+    parsed: Any = None
 
 
 @dataclass
@@ -149,11 +149,15 @@ def _keep_majority(replies: list[Reply], key: Callable[[Reply], Any], what: str,
     return [r for r in replies if key(r) == want]
 
 
-def admit_uploads(ups: list[Reply], settings: FlowerSettings) -> tuple[list[Reply], list[dict], int, dict]:
+def admit_uploads(ups: list[Reply], settings: FlowerSettings, adapter: Adapter | None = None
+                  ) -> tuple[list[Reply], list[dict], int, dict]:
     """Checked uploads → (admitted, excluded, num_classes, federation). Identity: a node's claimed
     partition id must be valid and claimed by no other node; every field is typed and bounded;
-    federation facts, class counts and tensor shapes must agree with the majority."""
-    stage, excluded, kept = wire.UPLOAD[settings.method], [], []
+    the payload's size is checked before it is parsed (by the method's adapter, which also checks
+    every tensor); federation facts, class counts and what the method's uploads share must agree
+    with the majority."""
+    adapter = adapter or make_adapter(settings)
+    stage, excluded, kept = wire.UPLOAD, [], []
     for r in ups:
         try:
             pid = screening.partition_id(r.report, settings.num_clients)
@@ -174,86 +178,28 @@ def admit_uploads(ups: list[Reply], settings: FlowerSettings) -> tuple[list[Repl
     kept = _keep_majority(kept, lambda r: tuple(r.federation.values()), "federation", stage, excluded)
     kept = _keep_majority(kept, lambda r: r.report["num_classes"], "num_classes", stage, excluded)
     c = kept[0].report["num_classes"] if kept else 0
-    parsed: dict[int, Any] = {}
-    for r in list(kept):
+    unparsed = set()
+    for r in kept:
         try:
-            parsed[r.node_id] = screening.pace_header(r.payload) if settings.method == "pace" else \
-                screening.spear_tensors(r.payload, c)
+            r.parsed = adapter.screen(r.payload, c)
         except screening.Invalid as exc:
             excluded.append(_exclude(r, stage, exc))
-    kept = [r for r in kept if r.node_id in parsed]
-    if settings.method == "pace":
-        kept = _keep_majority(kept, lambda r: parsed[r.node_id], "uploaded tensors", stage, excluded)
-    else:
-        sized = [r for r in kept if bool((parsed[r.node_id][1] > 0).any())]
-        feats = _keep_majority(sized, lambda r: parsed[r.node_id][0].shape[1], "prototype widths", stage, excluded)
-        kept = [r for r in kept if r in feats or r not in sized]
+            unparsed.add(r.node_id)
+    kept = [r for r in kept if r.node_id not in unparsed]
+    shared = [r for r in kept if adapter.consensus(r.parsed) is not None]  # uploads with something to agree on
+    agreed = _keep_majority(shared, lambda r: adapter.consensus(r.parsed), adapter.consensus_what, stage, excluded)
+    kept = [r for r in kept if r in agreed or r not in shared]
     return kept, excluded, c, (kept[0].federation if kept else {})
 
 
-def _pace_server(replies: list[Reply], cfg) -> tuple[list[bytes], int]:
-    """The in-process PACE server on admitted uploads → (returns, dense bytes)."""
-    msg = lowrank.deserialize(replies[0].payload)
-    dense = 4 * sum(int(np.prod(c.shape)) for n, c in msg.items() if n.startswith(pace.DELTA))
-    return pace.server([r.payload for r in replies], cfg), dense
-
-
-def _spear_server(replies: list[Reply], num_classes: int, cfg, aggregation: str) -> bytes:
-    ps, ns = zip(*(wire.spear_upload_tensors(r.payload, num_classes) for r in replies))
-    features = {p.shape[1] for p, n in zip(ps, ns) if bool((n > 0).any())}
-    if not features:
-        raise ConfigError("no admitted SPEAR client uploaded a prototype (every upload was empty)")
-    f = features.pop()
-    P = torch.stack([p if p.shape[1] == f else torch.zeros(num_classes, f) for p in ps])
-    g, present = spear.global_prototypes(P, torch.stack(list(ns)), cfg.gamma, aggregation)
-    return wire.spear_return(g, present)
-
-
-def _scores(conf, c: int) -> dict[str, float]:
-    return metrics.scores(*wire.pairs(conf, c), c)
-
-
-def _acc(conf, c: int) -> float:
-    return metrics.accuracy(*wire.pairs(conf, c))
-
-
-def result_rows(reports: list[dict], num_classes: int, base: dict, *, up: list[int], down: list[int],
-                dense_bytes: int | None, has_local: bool) -> list[dict]:
-    """Rows (receivers + pooled) from the clients' reports, as :func:`evaluate_method` builds them."""
-    pct = lambda x: 100.0 * x if x == x else NAN
-    ratio = lambda b: 100.0 * b / dense_bytes if dense_bytes else NAN
-    rows = []
-    alphas = [float(r.get("alpha", NAN)) for r in reports]
-    for rep, a, u, d in zip(reports, alphas, up, down):
-        s = _scores(rep["confusion_final"], num_classes)
-        rows.append(make_row(**base, receiver=rep["partition_id"], acc=pct(s["acc"]), f1_weighted=pct(s["f1_weighted"]),
-                             f1_macro=pct(s["f1_macro"]), alpha=a,
-                             acc_local=pct(_acc(rep["confusion_local"], num_classes)) if has_local else NAN,
-                             acc_external=pct(_acc(rep["confusion_external"], num_classes)) if has_local else NAN,
-                             bytes_up=int(u), bytes_down=int(d), upload_ratio=ratio(u), return_ratio=ratio(d),
-                             n_test=int(rep["n_test"])))
-    total = {k: np.sum([r[k] for r in reports], axis=0) for k in wire.REPORT_KEYS[2:] if k in reports[0]}
-    s = _scores(total["confusion_final"], num_classes)
-    finite = [a for a in alphas if a == a]
-    rows.append(make_row(**base, receiver=-1, acc=pct(s["acc"]), f1_weighted=pct(s["f1_weighted"]),
-                         f1_macro=pct(s["f1_macro"]), alpha=float(np.mean(finite)) if finite else NAN,
-                         acc_local=pct(_acc(total["confusion_local"], num_classes)) if has_local else NAN,
-                         acc_external=pct(_acc(total["confusion_external"], num_classes)) if has_local else NAN,
-                         bytes_up=int(sum(up)), bytes_down=int(sum(down)),
-                         upload_ratio=float(np.mean([ratio(u) for u in up])) if dense_bytes else NAN,
-                         return_ratio=float(np.mean([ratio(d) for d in down])) if dense_bytes else NAN,
-                         n_test=int(sum(r["n_test"] for r in reports))))
-    return rows
-
-
-def _reports(reps: list[Reply], ups: list[Reply], c: int, settings: FlowerSettings) -> tuple[list[Reply], list[dict]]:
+def _reports(reps: list[Reply], ups: list[Reply], c: int) -> tuple[list[Reply], list[dict]]:
     """Receive reports checked against each node's bound partition id → (valid, excluded)."""
     bound = {r.node_id: r.partition_id for r in ups}
-    stage, good, excluded = wire.RECEIVE[settings.method], [], []
+    stage, good, excluded = wire.RECEIVE, [], []
     for r in reps:
         r.partition_id = bound[r.node_id]
         try:
-            r.report = screening.final_report(r.report, r.partition_id, c, has_local=settings.method == "pace")
+            r.report = screening.final_report(r.report, r.partition_id, c, has_local=True)
         except screening.Invalid as exc:
             excluded.append(_exclude(r, stage, exc))
             continue
@@ -261,37 +207,65 @@ def _reports(reps: list[Reply], ups: list[Reply], c: int, settings: FlowerSettin
     return good, excluded
 
 
-def run_round(grid, settings: FlowerSettings) -> FlowerOutcome:
-    """The whole one-shot round on a Flower ``Grid`` (module docstring)."""
+def _with_flower(row: dict, flower: dict) -> dict:
+    """The row with the run's Flower facts in its ``params`` (participants, dropped, excluded)."""
+    params = json.loads(row["params"]) if isinstance(row.get("params"), str) and row["params"] else {}
+    row["params"] = json.dumps({**params, "flower": flower}, sort_keys=True, default=str)
+    return row
+
+
+def _reasons(items: list[dict]) -> str:
+    return "; ".join(d["reason"] for d in items)[:1500]
+
+
+def check_evaluation(evaluation, fed: dict, num_classes: int) -> None:
+    """The evaluator's complete graph must be the federation the admitted clients uploaded from."""
+    cfg = evaluation.config or {}
+    have = {"dataset": evaluation.dataset, "scheme": cfg.get("scheme", ""), "seed": int(cfg.get("seed", -1)),
+            "num_clients": evaluation.num_clients, "num_features": evaluation.num_features,
+            "num_classes": evaluation.num_classes}
+    want = {**fed, "num_classes": num_classes}
+    diff = {k: (have[k], want[k]) for k in have if have[k] != want[k]}
+    if diff:
+        raise ConfigError("the evaluator's file is of another federation than the clients' uploads: "
+                          + ", ".join(f"{k} {a!r} (evaluator) vs {b!r} (clients)" for k, (a, b) in diff.items()))
+
+
+def run_round(grid, settings: FlowerSettings, evaluation=None) -> FlowerOutcome:
+    """The whole one-shot round on a Flower ``Grid`` (module docstring). ``evaluation``: the
+    :class:`~pace_nb.flower.partitions.EvaluationGraph` of a complete-graph method."""
+    adapter = make_adapter(settings)
+    if adapter.evaluation == "complete_graph" and evaluation is None:
+        raise ConfigError(f"{settings.method} is evaluated on the complete graph (the papers' protocol): give the "
+                          f"ServerApp the evaluator's file (run config 'evaluation', written by export_evaluation)")
     t = {"start": time.perf_counter()}
     nodes = wait_for_nodes(grid, settings)
     t["nodes"] = time.perf_counter()
-    m = settings.method
-    ups, dropped, sent_up = exchange(grid, settings, wire.UPLOAD[m], nodes)
-    ups, excluded, c, fed = admit_uploads(ups, settings)
+    ups, dropped, sent_up = exchange(grid, settings, wire.UPLOAD, nodes)
+    ups, excluded, c, fed = admit_uploads(ups, settings, adapter)
     t["uploads"] = time.perf_counter()
     if len(ups) < settings.min_clients:
-        raise ConfigError(f"only {len(ups)} valid upload(s) (need {settings.min_clients}); "
-                          f"{'; '.join(d['reason'] for d in dropped + excluded)[:1500]}")
+        raise ConfigError(f"only {len(ups)} valid upload(s) (need {settings.min_clients}); {_reasons(dropped + excluded)}")
     ups = sorted(ups, key=lambda r: r.partition_id)
-    if m == "pace":
-        cfg = settings.pace_config
-        returns, dense = _pace_server(ups, cfg)
-    else:
-        cfg, aggregation = settings.spear_config.for_variant(settings.spear_variant)
-        returns, dense = [_spear_server(ups, c, cfg, aggregation)] * len(ups), None
+    if adapter.evaluation == "complete_graph":
+        check_evaluation(evaluation, fed, c)
+    phase = adapter.server([r.payload for r in ups], [r.parsed for r in ups], c, fed)
     t["server"] = time.perf_counter()
-    by_node = {r.node_id: b for r, b in zip(ups, returns)}
-    reps, dropped2, sent_down = exchange(grid, settings, wire.RECEIVE[m], [r.node_id for r in ups], by_node, group="2")
-    reps, excluded2 = _reports(reps, ups, c, settings)
+    by_node: dict[int, bytes] = {}
+    sent_down: dict[int, int] = {}
+    if phase.returns is not None:
+        by_node = {r.node_id: b for r, b in zip(ups, phase.returns)}
+        reps, dropped2, sent_down = exchange(grid, settings, wire.RECEIVE, [r.node_id for r in ups], by_node, group="2")
+        reps, excluded2 = _reports(reps, ups, c)
+        dropped, excluded = dropped + dropped2, excluded + excluded2
+        if not reps:
+            raise ConfigError(f"no client returned a valid report; {_reasons(dropped + excluded)}")
+        reps = sorted(reps, key=lambda r: r.partition_id)
+        done = {r.node_id for r in reps}
+        kept = [r for r in ups if r.node_id in done]
+    else:
+        reps, kept = [], ups
     t["reports"] = time.perf_counter()
-    dropped, excluded = dropped + dropped2, excluded + excluded2
-    if not reps:
-        raise ConfigError(f"no client returned a valid report; {'; '.join(d['reason'] for d in dropped + excluded)[:1500]}")
-    reps = sorted(reps, key=lambda r: r.partition_id)
-    reports = [r.report for r in reps]
-    done = {r.node_id for r in reps}
-    kept = [r for r in ups if r.node_id in done]
     part_of = {r.node_id: r.partition_id for r in ups}
     for d in dropped:
         d["partition_id"] = part_of.get(d["node_id"])
@@ -299,25 +273,20 @@ def run_round(grid, settings: FlowerSettings) -> FlowerOutcome:
     flower = {"runtime": "flower", "participants": [r.partition_id for r in kept],
               "dropped": [d["partition_id"] if d["partition_id"] is not None else f"node {d['node_id']}" for d in dropped],
               "excluded": [d["reason"] for d in excluded]}
-    if m == "pace":
-        params = {"pace": asdict(cfg), "train": asdict(settings.train_config), "flower": flower}
-        base = dict(seed=settings.seed, method="pace", variant=settings.variant, rank=cfg.rank)
-    else:
-        params = {"spear": asdict(cfg), "aggregation": aggregation, "flower": flower}
-        base = dict(seed=int(fed.get("seed", -1)), method="spear", variant=settings.spear_variant, rank=0)
-    base.update(dataset=fed.get("dataset"), partition=fed.get("scheme"), num_clients=int(fed.get("num_clients", len(nodes))),
-                seconds=t["reports"] - t["nodes"], params=params)
     up = [len(r.payload) for r in kept]
-    down = [len(by_node[r.node_id]) for r in kept]
-    rows = pd.DataFrame(result_rows(reports, c, base, up=up, down=down, dense_bytes=dense, has_local=(m == "pace")))
-    rep_size = {r.node_id: r.message_bytes for r in reps}
-    rep_time = {r.node_id: r.report.get("receive_seconds", NAN) for r in reps}
+    down = [len(by_node.get(r.node_id, b"")) for r in kept]
+    reports = [r.report for r in (reps if reps else kept)]
+    rows = adapter.rows(phase, up=up, down=down, reports=reports, partitions=[r.partition_id for r in kept],
+                        num_classes=c, fed=fed, seconds=t["reports"] - t["nodes"], evaluation=evaluation)
+    rows = pd.DataFrame([_with_flower(row, flower) for row in rows])
+    rep = {r.node_id: r for r in reps}
     wire_rows = pd.DataFrame([{"partition_id": r.partition_id, "node_id": r.node_id, "payload_up": len(r.payload),
-                               "payload_down": len(by_node[r.node_id]), "message_up": r.message_bytes,
-                               "message_down": sent_down[r.node_id], "message_config": sent_up[r.node_id],
-                               "message_report": rep_size[r.node_id],
+                               "payload_down": len(by_node.get(r.node_id, b"")), "message_up": r.message_bytes,
+                               "message_down": sent_down.get(r.node_id, 0), "message_config": sent_up[r.node_id],
+                               "message_report": rep[r.node_id].message_bytes if r.node_id in rep else 0,
                                **{k: r.report[k] for k in ("train_seconds", "upload_seconds") if k in r.report},
-                               "receive_seconds": rep_time[r.node_id]}
+                               "receive_seconds": rep[r.node_id].report.get("receive_seconds", NAN)
+                               if r.node_id in rep else NAN}
                               for r in kept])
     timings = {"wait_nodes": t["nodes"] - t["start"], "upload_round": t["uploads"] - t["nodes"],
                "server_compute": t["server"] - t["uploads"], "return_round": t["reports"] - t["server"],
@@ -325,10 +294,13 @@ def run_round(grid, settings: FlowerSettings) -> FlowerOutcome:
     return FlowerOutcome(rows[list(COLUMNS)], wire_rows, dropped, timings, settings.to_record())
 
 
-def make_server_app(settings: FlowerSettings | None = None, sink: Callable[[FlowerOutcome], None] | None = None):
+def make_server_app(settings: FlowerSettings | None = None, sink: Callable[[FlowerOutcome], None] | None = None,
+                    evaluation=None):
     """A ``ServerApp`` running :func:`run_round`. Settings: ``settings`` or the run config
     (``flwr run --run-config``); an ``out`` run-config key names a JSON file for the outcome,
-    written atomically after the round succeeded."""
+    written atomically after the round succeeded; ``evaluation`` (or that run-config key) is the
+    evaluator's file (or its :class:`~pace_nb.flower.partitions.EvaluationGraph`) that
+    complete-graph methods need, read only by them."""
     from flwr.serverapp import ServerApp
 
     app = ServerApp()
@@ -337,8 +309,17 @@ def make_server_app(settings: FlowerSettings | None = None, sink: Callable[[Flow
     def main(grid, context) -> None:
         run_config = dict(context.run_config or {})
         out = run_config.pop("out", "")
+        source = evaluation if evaluation is not None else run_config.pop("evaluation", "") or None
+        run_config.pop("evaluation", None)
         s = settings or FlowerSettings.from_mapping(run_config)
-        outcome = run_round(grid, s)
+        ev = source
+        if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
+            ev = None
+            if make_adapter(s).evaluation == "complete_graph":  # only such a method reads the complete graph
+                from pace_nb.flower.partitions import load_evaluation
+
+                ev = load_evaluation(source)
+        outcome = run_round(grid, s, ev)
         if sink is not None:
             sink(outcome)
         if out:

@@ -1,30 +1,31 @@
 """The run's settings: what the ServerApp broadcasts to the clients in round 1.
 
 One flat mapping (Flower's ``run_config`` style, so ``flwr run --run-config`` can set any key):
-the method, the run seed, PACE's and SPEAR's hyperparameters and the Local training config.
-Defaults are the papers' values (:class:`PaceConfig`, :class:`SpearConfig`, :class:`TrainConfig`).
+the method (any method of :func:`pace_nb.flower.adapters.flower_methods`), the run seed, PACE's
+and SPEAR's hyperparameters, the other methods' hyperparameters as ``params`` (a JSON object,
+checked by the registry) and the Local / server training config. Defaults are the papers'
+values (:class:`PaceConfig`, :class:`SpearConfig`, :class:`TrainConfig`, each method's ``Config``).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, Mapping
 
 from pace_nb.core.config import PAPER_SEEDS
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.validation import Interval, Options, validate_params
+from pace_nb.core.validation import Interval, validate_params
+from pace_nb.flower.adapters import method_params, resolve_method
 from pace_nb.methods.pace.protocol import PaceConfig, variant_config
+from pace_nb.methods.registry import check_method_params
 from pace_nb.methods.spear.core import SpearConfig
 from pace_nb.nn.training import TrainConfig
-
-METHODS = ("pace", "spear")
-
 
 @dataclass(frozen=True)
 class FlowerSettings:
     """One Flower run: ``method`` on ``num_clients`` SuperNodes, one ``seed`` (PACE's run seed)."""
 
     _parameter_constraints: ClassVar[dict] = {
-        "method": [Options(METHODS)],
         "num_clients": [Interval(int, 1, 10_000)],
         "seed": [Interval(int, 0, 2**32 - 1)],
         "rank": [Interval(int, 0, None)],
@@ -50,13 +51,25 @@ class FlowerSettings:
     timeout: float = 600.0
     min_clients: int = 1
     max_upload_bytes: int = 256 << 20  # the server refuses a larger upload before parsing it
+    params: str = "{}"  # the hyperparameters of a method other than PACE and SPEAR, a JSON object
 
     def __post_init__(self) -> None:
+        if not isinstance(self.method, str):
+            raise ConfigError(f"Flower setting method must be a method name, got {self.method!r}")
+        object.__setattr__(self, "method", resolve_method(self.method))  # the registry's id
+        if not isinstance(self.params, str):
+            object.__setattr__(self, "params", json.dumps(method_params(self.params), sort_keys=True))
         validate_params(self)
+        params = method_params(self.params)
         if self.method == "pace":
             self.pace_config  # validates the variant
-        else:
+        elif self.method == "spear":
             self.spear_config.for_variant(self.spear_variant)
+        else:
+            check_method_params(self.method, params)
+        if self.method in ("pace", "spear") and params:
+            raise ConfigError(f"{self.method}: set its hyperparameters as Flower settings (rank, variant, "
+                              f"spear_variant, T, a, gamma), not in params")
         self.train_config  # validates
 
     @classmethod
@@ -73,6 +86,11 @@ class FlowerSettings:
             if name in kw and isinstance(kw[name], float) and float(kw[name]).is_integer():
                 kw[name] = int(kw[name])
         return cls(**kw)
+
+    @property
+    def method_params(self) -> dict[str, Any]:
+        """The ``params`` setting as a mapping (the method's hyperparameters)."""
+        return json.loads(self.params)
 
     @property
     def pace_config(self) -> PaceConfig:

@@ -1,7 +1,8 @@
 """Run the apps on Flower's simulation engine (Ray backend): K virtual SuperNodes, one process tree.
 
 :func:`simulate` exports the federation into per-client files (each virtual SuperNode reads
-only its own ``client_<partition-id>.npz``), runs :func:`flwr.simulation.run_simulation` and
+only its own ``client_<partition-id>.npz``) and the evaluator's file (read by the ServerApp
+only for a complete-graph method), runs :func:`flwr.simulation.run_simulation` and
 returns the :class:`~pace_nb.flower.server.FlowerOutcome` with the engine's start-up time
 separated from the round (``timings["startup"]`` = total − the round the server measured).
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.flower.client import make_client_app
-from pace_nb.flower.partitions import export_partitions
+from pace_nb.flower.partitions import export_evaluation, export_partitions
 from pace_nb.flower.server import FlowerOutcome, make_server_app
 from pace_nb.flower.settings import FlowerSettings
 
@@ -41,13 +42,14 @@ def simulate(fg, settings: FlowerSettings, *, partition_dir=None, num_cpus: int 
     with tempfile.TemporaryDirectory(prefix="pace_nb_flower_") as tmp:
         directory = Path(partition_dir) if partition_dir is not None else Path(tmp)
         export_partitions(fg, directory)
+        evaluation = export_evaluation(fg, Path(tmp) / "evaluator")  # read by complete-graph methods only
         cpus = int(num_cpus or os.cpu_count() or 1)
         backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                    "init_args": {"num_cpus": cpus, "include_dashboard": False, "log_to_driver": verbose}}
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            run_simulation(server_app=make_server_app(settings, sink=holder.append),
+            run_simulation(server_app=make_server_app(settings, sink=holder.append, evaluation=str(evaluation)),
                            client_app=make_client_app(str(directory), fail_partitions),
                            num_supernodes=fg.num_clients, backend_config=backend, verbose_logging=verbose)
         total = time.perf_counter() - t0

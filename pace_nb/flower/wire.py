@@ -4,9 +4,11 @@ Every payload is the byte string the in-process protocol produces, carried uncha
 ``bytes`` value of a Flower ``ConfigRecord``:
 
 * PACE upload: :func:`pace_nb.methods.pace.protocol.upload` (``PACEMSG1`` carriers + sketches);
-* PACE return: one message of :func:`pace_nb.methods.pace.protocol.server` per receiver;
+  PACE return: one message of :func:`pace_nb.methods.pace.protocol.server` per receiver;
 * SPEAR upload: :func:`pace_nb.methods.spear.core.serialize_upload` (NPZ: classes, counts,
-  prototypes; empty for a client holding no class); SPEAR return: NPZ of the global prototypes ``g [C, F]`` and ``present [C]``.
+  prototypes; empty for a client holding no class);
+* one-shot baselines: :func:`pace_nb.methods.oneshot.base.encode` (PACE's wire format, dense
+  float32 tensors; empty for a client without training nodes).
 
 Reports (a ``MetricRecord``) carry only aggregates: α, test-node counts and the test
 confusion matrices (C × C, row = label) of the Local, External and final predictions.
@@ -22,9 +24,9 @@ from torch import Tensor
 
 from pace_nb.core.errors import DataCorruptionError
 
-#: Message types (``<category>.<action>``, routed by the ClientApp).
-UPLOAD = {"pace": "train.pace_upload", "spear": "train.spear_upload"}
-RECEIVE = {"pace": "evaluate.pace_receive", "spear": "evaluate.spear_receive"}
+#: Message types (``<category>.<action>``, routed by the ClientApp; the method is in the settings).
+UPLOAD = "train.upload"
+RECEIVE = "evaluate.receive"
 #: Record and key names.
 CONFIG, PAYLOAD, REPORT = "config", "payload", "report"
 BLOB = "bytes"
@@ -63,24 +65,6 @@ def spear_upload_tensors(data: bytes, num_classes: int) -> tuple[Tensor, Tensor]
     return p, n
 
 
-def spear_return(g: Tensor, present: Tensor) -> bytes:
-    """The server's SPEAR message: NPZ of ``g [C, F]`` float32 and ``present [C]`` bool."""
-    buf = io.BytesIO()
-    np.savez(buf, g=g.detach().cpu().numpy().astype(np.float32), present=present.cpu().numpy().astype(bool))
-    return buf.getvalue()
-
-
-def parse_spear_return(data: bytes) -> tuple[Tensor, Tensor]:
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            g, present = z["g"], z["present"]
-    except Exception as exc:
-        raise DataCorruptionError(f"corrupt SPEAR return message: {exc}") from None
-    if g.ndim != 2 or present.shape != (g.shape[0],):
-        raise DataCorruptionError("malformed SPEAR return message")
-    return torch.from_numpy(g.copy()), torch.from_numpy(present.copy())
-
-
 def confusion(y: Tensor, pred: Tensor, num_classes: int) -> list[int]:
     """Flattened C × C confusion counts (row = label, column = prediction)."""
     idx = y.long().cpu() * num_classes + pred.long().cpu()
@@ -95,7 +79,8 @@ def pairs(conf: Any, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def check_report(report, num_classes: int, who: str, has_local: bool = True) -> dict[str, Any]:
-    """A client's report as a dict, validated (keys, confusion sizes, counts)."""
+    """A client's report as a dict, validated (keys, confusion sizes, counts; without Local/External matrices
+    when not ``has_local``)."""
     if report is None:
         raise DataCorruptionError(f"{who} sent no {REPORT!r} record")
     out = dict(report)

@@ -1,12 +1,19 @@
-"""``pace-nb flower``: PACE and SPEAR as Flower apps, one round (docs/FLOWER.md).
+"""``pace-nb flower``: a one-shot method as Flower apps, one round (docs/FLOWER.md).
+
+``--method`` is PACE, SPEAR or any registered one-shot method (e.g. fedcvae): the clients run
+its client phase, the server its server phase and evaluation (the in-process rows, the same).
+A multi-round method is refused with the reason. ``--param METHOD.NAME=VALUE`` sets a one-shot
+method's hyperparameter (e.g. ``fedcvae.epochs=50``).
 
   simulate   Flower's simulation engine (Ray; ``--engine inprocess`` runs the same apps without Ray)
   deploy     a loopback deployment: SuperLink + K SuperNodes as processes on 127.0.0.1
   export     write the per-client partition files and the Flower app project to --workdir
              (for a deployment you start yourself, one SuperNode per data holder)
 
-Each client reads only its own partition file; the server holds no data. ``--compare`` also
-runs the in-process protocol on the same partition and seeds and prints both.
+Each client reads only its own partition file. PACE's server holds no data; SPEAR and the
+one-shot baselines are evaluated, as in the papers, on the complete graph, which only the
+ServerApp's evaluator file holds. ``--compare`` also runs the in-process protocol on the same
+partition and seeds and prints both (the rows are the same).
 """
 from __future__ import annotations
 
@@ -19,22 +26,26 @@ from pace_nb.cli.commands._graph import add_graph_argument, resolve_source
 
 
 def register(sub) -> None:
-    p = sub.add_parser("flower", help="PACE / SPEAR on Flower (simulation or loopback deployment)",
+    p = sub.add_parser("flower", help="a one-shot method (PACE, SPEAR, FedCVAE, ...) on Flower (simulation or loopback deployment)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=("simulate", "deploy", "export"),
                    help="simulate (Flower engine), deploy (loopback) or export (files for your own deployment)")
     p.add_argument("--dataset", default="demo", help="dataset name (default: the embedded demo graph)")
     p.add_argument("--clients", type=int, default=10, help="number of clients K = SuperNodes (default 10)")
-    p.add_argument("--method", choices=("pace", "spear"), default="pace", help="protocol (default pace)")
+    p.add_argument("--method", default="pace",
+                   help="pace, spear or any registered one-shot method, e.g. fedcvae (default pace)")
+    p.add_argument("--param", action="append", default=[], metavar="METHOD.NAME=VALUE",
+                   help="a one-shot method's hyperparameter, e.g. fedcvae.epochs=50 (repeatable; VALUE as in TOML)")
     p.add_argument("--partition", default=None,
                    help="louvain | metis | dirichlet | given (the --graph file's clients; default: louvain for PACE, "
-                        "dirichlet for SPEAR)")
-    p.add_argument("--beta", type=float, default=None, help="Dirichlet concentration (default 0.05 for SPEAR)")
+                        "dirichlet otherwise)")
+    p.add_argument("--beta", type=float, default=None, help="Dirichlet concentration (default 0.05 for dirichlet)")
     p.add_argument("--data-seed", type=int, default=2024, help="partition + masks seed (default 2024)")
-    p.add_argument("--seed", type=int, default=None, help="PACE run seed (default: the first paper seed)")
+    p.add_argument("--seed", type=int, default=None, help="run seed (default: the first paper seed; SPEAR has none)")
     p.add_argument("--rank", type=int, default=6, help="PACE carrier rank (0 = dense; default 6)")
     p.add_argument("--variant", default="full", help="PACE variant (default full)")
-    p.add_argument("--epochs", type=int, default=100, help="Local training epochs (default 100)")
+    p.add_argument("--epochs", type=int, default=100,
+                   help="Local / server GCN training epochs (default 100)")
     p.add_argument("--engine", choices=("ray", "inprocess"), default="ray", help="simulate: engine (default ray)")
     p.add_argument("--timeout", type=float, default=900.0, help="bound on the whole run, seconds (default 900)")
     p.add_argument("--compare", action="store_true", help="also run the in-process protocol and print both")
@@ -56,7 +67,7 @@ def register(sub) -> None:
 def _federation(args):
     from pace_nb.data.federation import build_federated
 
-    scheme = args.partition or ("dirichlet" if args.method == "spear" else "louvain")
+    scheme = args.partition or ("louvain" if args.method == "pace" else "dirichlet")
     beta = args.beta if args.beta is not None else (0.05 if scheme == "dirichlet" else None)
     return build_federated(resolve_source(args).dataset, scheme=scheme, num_clients=args.clients, seed=args.data_seed,
                            data_root=args.data_root, beta=beta)
@@ -64,41 +75,45 @@ def _federation(args):
 
 def _reference(fg, settings) -> tuple[list[dict], float]:
     """The in-process protocol on the same federation and seed → (pooled rows, seconds)."""
+    from pace_nb.methods.protocol import run_protocol
+
     t0 = time.perf_counter()
     if settings.method == "pace":
-        from pace_nb.methods.protocol import run_protocol
-
-        rows = run_protocol(fg, seeds=(settings.seed,), methods=("pace",), train_config=settings.train_config,
-                            method_params={"pace": {"variants": (settings.variant,), "ranks": (settings.rank,)}},
-                            progress=False)
-        pooled = rows[rows.receiver == -1]
-        return pooled.to_dict("records"), time.perf_counter() - t0
-    from pace_nb.methods.spear.core import run_spear
-
-    r = run_spear(fg, settings.spear_config, settings.spear_variant)
-    return [{"acc": 100.0 * r.acc, "alpha": float("nan"), "bytes_up": r.bytes_up, "bytes_down": float("nan"),
-             "note": "complete-graph inference (run_spear)"}], time.perf_counter() - t0
+        params = {"variants": (settings.variant,), "ranks": (settings.rank,)}
+    elif settings.method == "spear":
+        params = {"variants": (settings.spear_variant,), "T": settings.T, "a": settings.a, "gamma": settings.gamma}
+    else:
+        params = settings.method_params
+    rows = run_protocol(fg, seeds=(settings.seed,), methods=(settings.method,), train_config=settings.train_config,
+                        method_params={settings.method: params}, progress=False)
+    return rows[rows.receiver == -1].to_dict("records"), time.perf_counter() - t0
 
 
 def _export(fg, settings, args) -> int:
     from pathlib import Path
 
+    from pace_nb.flower.adapters import make_adapter
     from pace_nb.flower.deploy import write_app
-    from pace_nb.flower.partitions import export_partitions
+    from pace_nb.flower.partitions import export_evaluation, export_partitions
 
     if not args.workdir:
         raise ConfigError("export needs --workdir DIR")
     root = Path(args.workdir)
     parts = export_partitions(fg, root / "partitions")
-    app = write_app(root / "app", settings, (root / "outcome.json").resolve())
+    evaluation = None
+    if make_adapter(settings).evaluation == "complete_graph":
+        evaluation = export_evaluation(fg, root / "evaluator").resolve()
+    app = write_app(root / "app", settings, (root / "outcome.json").resolve(), evaluation)
     print(f"wrote {fg.num_clients} client partition files to {parts} (give data holder k only client_<k>.npz "
-          f"and federation.json) and the Flower app project to {app}")
+          f"and federation.json) and the Flower app project to {app}"
+          + (f"; the ServerApp's evaluator file (the complete graph) to {evaluation}" if evaluation else ""))
     return 0
 
 
 def run(args) -> int:
     from pace_nb.flower.settings import FlowerSettings
     from pace_nb.flower.simulate import require_flwr
+    from pace_nb.methods.registry import method_label
 
     require_flwr()
     if args.json:  # before any work: a bad target must not cost the run
@@ -109,10 +124,26 @@ def run(args) -> int:
         from pace_nb.flower.deploy import check_workdir
 
         check_workdir(args.workdir)
-    fg = _federation(args)
-    kw = {} if args.seed is None else {"seed": args.seed}
-    settings = FlowerSettings(method=args.method, num_clients=fg.num_clients, rank=args.rank, variant=args.variant,
+    from pace_nb.flower.adapters import resolve_method
+
+    args.method = resolve_method(args.method)  # unknown or multi-round: one line, before any work
+    kw: dict = {} if args.seed is None else {"seed": args.seed}
+    if args.param:
+        from pace_nb.cli.commands.run import _method_params
+        from pace_nb.methods.registry import METHODS
+
+        for item in args.param:
+            target = item.partition("=")[0].partition(".")[0].strip()
+            if target in METHODS and METHODS.key(target) != args.method:
+                raise ConfigError(f"--param {item!r}: method {METHODS.key(target)!r} is not --method {args.method}")
+        kw["params"] = json.dumps(_method_params(args.param, [args.method]).get(args.method, {}), sort_keys=True)
+    settings = FlowerSettings(method=args.method, num_clients=args.clients, rank=args.rank, variant=args.variant,
                               epochs=args.epochs, timeout=args.timeout, **kw)
+    fg = _federation(args)
+    if fg.num_clients != settings.num_clients:
+        from dataclasses import replace
+
+        settings = replace(settings, num_clients=fg.num_clients)
     if args.action == "export":
         return _export(fg, settings, args)
     if args.action == "deploy":
@@ -132,21 +163,24 @@ def run(args) -> int:
     else:
         import tempfile
 
+        from pathlib import Path
+
         from pace_nb.flower.client import make_client_app
         from pace_nb.flower.inprocess import run_inprocess
-        from pace_nb.flower.partitions import export_partitions
+        from pace_nb.flower.partitions import export_evaluation, export_partitions
 
         with tempfile.TemporaryDirectory() as tmp:
-            out = run_inprocess(make_client_app(str(export_partitions(fg, tmp))), settings)
+            out = run_inprocess(make_client_app(str(export_partitions(fg, Path(tmp) / "partitions"))), settings,
+                                evaluation=export_evaluation(fg, Path(tmp) / "evaluator"))
     if out is None:
         raise ConfigError("the Flower run produced no outcome")
     pooled = out.rows[out.rows.receiver == -1].iloc[0]
     t = out.timings
-    print(f"{settings.method.upper()} on Flower ({t['runtime']}): {fg.dataset}, {fg.config.get('scheme')}, "
-          f"K={fg.num_clients}, seed {settings.seed}; participants {len(out.wire)}/{fg.num_clients}"
+    print(f"{method_label(settings.method)} on Flower ({t['runtime']}): {fg.dataset}, {fg.config.get('scheme')}, "
+          f"K={fg.num_clients}, seed {int(pooled.seed)}; participants {len(out.wire)}/{fg.num_clients}"
           + (f"; dropped {out.dropped}" if out.dropped else ""))
-    print(f"  pooled acc {pooled.acc:.2f}  mean alpha {pooled.alpha:.4f}  bytes up {int(pooled.bytes_up)} "
-          f"down {int(pooled.bytes_down)}  (Flower messages: up {int(out.wire.message_up.sum())} "
+    print(f"  pooled acc {pooled.acc:.2f}  mean alpha {pooled.alpha:.4f}  bytes up {_int(pooled.bytes_up)} "
+          f"down {_int(pooled.bytes_down)}  (Flower messages: up {int(out.wire.message_up.sum())} "
           f"down {int(out.wire.message_down.sum())})")
     train = out.wire["train_seconds"] if "train_seconds" in out.wire else None
     print(f"  wall {t['total']:.1f} s = startup {t['startup']:.1f} s + round {t['round']:.1f} s; compute: server "
@@ -161,11 +195,15 @@ def run(args) -> int:
     if args.compare:
         ref, secs = _reference(fg, settings)
         r = ref[0]
-        print(f"  in-process: pooled acc {r['acc']:.2f}  mean alpha {r['alpha']:.4f}  bytes up {r['bytes_up']} "
-              f"down {r['bytes_down']}  wall {secs:.1f} s" + (f"  [{r['note']}]" if "note" in r else ""))
+        print(f"  in-process: pooled acc {r['acc']:.2f}  mean alpha {r['alpha']:.4f}  bytes up {_int(r['bytes_up'])} "
+              f"down {_int(r['bytes_down'])}  wall {secs:.1f} s")
         doc["reference"] = {"rows": json.loads(json.dumps(ref, default=str)), "seconds": secs}
     if args.json:
         from pace_nb.core.io import atomic_write_json
 
         atomic_write_json(args.json, json.loads(json.dumps(doc, default=str).replace("NaN", "null")))
     return 0
+
+
+def _int(v) -> str:
+    return str(int(v)) if v == v else "-"

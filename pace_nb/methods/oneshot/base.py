@@ -330,27 +330,45 @@ def run_oneshot(fg: FederatedGraph, method: OneShotMethod, seeds: Sequence[int] 
     for s, seed in enumerate(_progress(seeds, progress and len(seeds) > 1, desc=f"{method.name} seeds")):
         ctx = OneShotContext(fg, int(seed), config, dev, _local_models(local, s, fg.num_clients) if method.uses_local else None)
         t0 = time.perf_counter()
-        blobs = [encode(method.client_message(ctx, k, c)) if bool(c.train_mask.any()) else b""
-                 for k, c in enumerate(fg.clients)]
+        blobs = [client_phase(method, ctx, k, c) for k, c in enumerate(fg.clients)]
         t1 = time.perf_counter()
-        messages = [decode(b) for b in blobs if b]
-        graph = method.synthesize(ctx, messages)
-        theta = method.server_train(ctx, messages, graph)
+        theta, graph = server_phase(method, ctx, blobs)
         t2 = time.perf_counter()
-        sc = complete_graph_scores(fg, theta)
-        up = [len(b) for b in blobs]
-        params = {"method": method.name, "run_seed": int(seed), "rounds": 1, "evaluation": "complete_graph",
-                  "client_seconds": t1 - t0, "server_seconds": t2 - t1, "bytes_per_client": up,
-                  "synthetic_nodes": int(graph.x.shape[0]) if graph is not None else 0,
-                  "hidden": config.hidden, "epochs": config.epochs, "lr": config.lr, **method.hyperparameters(),
-                  **method.diagnostics(ctx)}
-        beta = (getattr(fg, "config", {}) or {}).get("beta")
-        if beta is not None:
-            params["beta"] = beta
-        rows.append(make_row(**federation_fields(fg), seed=int(seed if row_seed is None else row_seed),
-                             method=method.name, variant=method.variant, rank=0, receiver=-1,
-                             acc=100 * sc["acc"], f1_weighted=100 * sc["f1_weighted"], f1_macro=100 * sc["f1_macro"],
-                             bytes_up=int(sum(up)), bytes_down=0, seconds=t2 - t0, n_test=sc["n_test"],
-                             upload_ratio=100.0 * (sum(up) / max(1, sum(b > 0 for b in up))) / num_params_bytes(theta),
-                             params=params))
+        rows.append(oneshot_row(fg, method, ctx, theta, graph, [len(b) for b in blobs], t1 - t0, t2 - t1,
+                                row_seed=row_seed))
     return rows
+
+
+# ----------------------------------------------------------------------------- the phases (also Flower's)
+def client_phase(method: OneShotMethod, ctx: OneShotContext, k: int, client: ClientGraph) -> bytes:
+    """Client ``k``'s upload bytes (empty for a client without training nodes)."""
+    return encode(method.client_message(ctx, k, client)) if bool(client.train_mask.any()) else b""
+
+
+def server_phase(method: OneShotMethod, ctx: OneShotContext, blobs: Sequence[bytes]) -> tuple[Params, SyntheticGraph | None]:
+    """The server on the upload bytes alone (in client order; empty ones skipped) → (global GCN, synthetic graph)."""
+    messages = [decode(b) for b in blobs if b]
+    graph = method.synthesize(ctx, messages)
+    return method.server_train(ctx, messages, graph), graph
+
+
+def oneshot_row(fg, method: OneShotMethod, ctx: OneShotContext, theta: Params, graph: SyntheticGraph | None,
+                up: Sequence[int], client_seconds: float, server_seconds: float,
+                row_seed: int | None = None) -> dict[str, Any]:
+    """The pooled row of one run seed: the global GCN on ``fg``'s complete graph (:func:`complete_graph_scores`)."""
+    config, seed = ctx.config, ctx.seed
+    sc = complete_graph_scores(fg, theta)
+    params = {"method": method.name, "run_seed": int(seed), "rounds": 1, "evaluation": "complete_graph",
+              "client_seconds": client_seconds, "server_seconds": server_seconds, "bytes_per_client": list(up),
+              "synthetic_nodes": int(graph.x.shape[0]) if graph is not None else 0,
+              "hidden": config.hidden, "epochs": config.epochs, "lr": config.lr, **method.hyperparameters(),
+              **method.diagnostics(ctx)}
+    beta = (getattr(fg, "config", {}) or {}).get("beta")
+    if beta is not None:
+        params["beta"] = beta
+    return make_row(**federation_fields(fg), seed=int(seed if row_seed is None else row_seed),
+                    method=method.name, variant=method.variant, rank=0, receiver=-1,
+                    acc=100 * sc["acc"], f1_weighted=100 * sc["f1_weighted"], f1_macro=100 * sc["f1_macro"],
+                    bytes_up=int(sum(up)), bytes_down=0, seconds=client_seconds + server_seconds, n_test=sc["n_test"],
+                    upload_ratio=100.0 * (sum(up) / max(1, sum(b > 0 for b in up))) / num_params_bytes(theta),
+                    params=params)
