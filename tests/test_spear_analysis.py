@@ -222,3 +222,30 @@ def test_silhouette_readings_confound_by_hand_and_central_summaries():
     h0 = rd.complete_graph_hidden(fg, models[0]).numpy()[keep]
     assert cen.silhouette.iloc[0] == pytest.approx(sa.silhouette(h0, c, None))
     assert set(df.reading) == {"confound", "class", "client", "central"}
+
+
+def test_comparison_table_shows_dense_beside_its_teachers_ensemble():
+    """DENSE's row records its teachers' ensemble in params; SPEAR's Tab. 1 shows it as a row of
+    its own ("DENSE [teachers' ensemble]"), the Tab. 3 cost table does not."""
+    import json
+
+    import pandas as pd
+
+    from pace_nb.analysis import spear_comparison as sc
+    from pace_nb.analysis.paper_values import paper_values
+    from pace_nb.methods.evaluation import make_row
+
+    rows = pd.DataFrame([make_row(dataset="Cora", partition="dirichlet", num_clients=10, seed=s, method="dense",
+                                  variant="native", rank=0, receiver=-1, acc=a, f1_weighted=a, f1_macro=a,
+                                  bytes_up=1000.0, bytes_down=0.0, seconds=5.0,
+                                  params={"beta": 0.05, "evaluation": "complete_graph", "teacher_ensemble_acc": t,
+                                          "teacher_ensemble_f1_macro": t / 2})
+                         for s, a, t in ((2024, 15.0, 21.0), (2025, 17.0, 25.0))])
+    main = sc.entries("main", paper_values("spear", table="main"), rows)
+    dense = main[(main.dataset == "Cora") & (main.method == "dense")]
+    assert sorted(dense.variant) == ["native", "teacher_ensemble"]
+    got = {e.variant: (sc.label(e), s[0], s[2]) for (_, e), s in zip(dense.iterrows(), sc.scores(dense, rows))}
+    assert got == {"native": ("DENSE", 16.0, 2), "teacher_ensemble": ("DENSE [teachers' ensemble]", 23.0, 2)}
+    cost = sc.entries("cost", paper_values("spear", table="cost"), rows)
+    assert set(cost[cost.method == "dense"].variant) == {"native"}
+    assert json.loads(rows.params[0])["teacher_ensemble_acc"] == 21.0  # the rows themselves are untouched

@@ -21,9 +21,35 @@ def comparison_label(method: str) -> str:
     return method_label(method, SPEAR_CONTEXT)
 
 
+#: Display of the comparison's extra variants: FedSD2C's core-set-only run, DENSE's teachers'
+#: ensemble (read from the DENSE row's params), other widths (``hidden<H>``) as they are.
+VARIANT_LABELS: dict[str, str] = {"coreset": "core-set only", "teacher_ensemble": "teachers' ensemble"}
+
+
 def label(e) -> str:
     base = comparison_label(e.method)
-    return base + ("" if e.variant in ("native", "full") else f" [{e.variant}]")
+    return base + ("" if e.variant in ("native", "full") else f" [{VARIANT_LABELS.get(e.variant, e.variant)}]")
+
+
+def teacher_ensemble_rows(r: pd.DataFrame) -> pd.DataFrame:
+    """DENSE's teachers' ensemble as rows of their own (variant ``teacher_ensemble``): the accuracy
+    and F1 on the complete graph that the DENSE row records in ``params`` (what its student
+    distils), no bytes or time of their own."""
+    import json
+
+    out = []
+    for _, row in r[r.method.str.lower() == "dense"].iterrows():
+        p = json.loads(row.params) if isinstance(row.params, str) and row.params else {}
+        if "teacher_ensemble_acc" not in p:
+            continue
+        e = row.copy()
+        e["variant"] = "teacher_ensemble"
+        e["acc"] = float(p["teacher_ensemble_acc"])
+        for k in ("f1_weighted", "f1_macro"):
+            e[k] = float(p.get(f"teacher_ensemble_{k}", math.nan))
+        e[["bytes_up", "bytes_down", "seconds"]] = math.nan
+        out.append(e)
+    return pd.DataFrame(out, columns=r.columns)
 
 
 def is_comparison(params: pd.Series) -> pd.Series:
@@ -37,7 +63,9 @@ def _comparison_rows(rows: pd.DataFrame | None) -> pd.DataFrame | None:
     if rows is None or not len(rows):
         return None
     r = normalize_rows(rows)
-    return r[is_comparison(r["params"]) & (r.partition == "dirichlet") & (r.receiver == -1)]
+    r = r[is_comparison(r["params"]) & (r.partition == "dirichlet") & (r.receiver == -1)]
+    ens = teacher_ensemble_rows(r)
+    return pd.concat([r, ens], ignore_index=True) if len(ens) else r
 
 
 def scores(entries_: pd.DataFrame, rows: pd.DataFrame | None) -> list[tuple[float, float, int]]:
@@ -73,7 +101,7 @@ def entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -> pd.Da
     pairs = [(m, "full" if m == "spear" else "native") for m in spear_comparison()]
     if r is not None:  # other widths that were run (e.g. FedAvg at hidden 256 for Tab. 3)
         pairs += [(m, v) for m, v in dict.fromkeys(zip(r.method.str.lower(), r.variant))
-                  if (m, v) not in pairs]
+                  if (m, v) not in pairs and (table == "main" or v != "teacher_ensemble")]
     metrics_ = ("acc",) if table == "main" else ("seconds", "kib_client", "mib_total")
     extra = [dict(base, dataset=d, method=m, variant=v, metric=x) for d in datasets for m, v in pairs for x in metrics_]
     frame = pd.concat([paper, pd.DataFrame(extra, columns=paper.columns)], ignore_index=True)
