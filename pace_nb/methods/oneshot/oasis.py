@@ -51,7 +51,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.core.validation import Interval
-from pace_nb.methods.oneshot.base import (OneShotMethod, allocate, is_binary, knn_graph, label_counts, load_module,
+from pace_nb.methods.oneshot.base import (OneShotMethod, is_binary, knn_graph, label_counts, load_module,
                                           mlp, module_message, oneshot_method)
 from pace_nb.nn.gcn import WEIGHT_KEYS, gcn_forward, propagation_matrix
 
@@ -100,14 +100,26 @@ def assignment_logits(z: Tensor, codebook: Tensor) -> Tensor:
     return -torch.cdist(z, codebook) ** 2
 
 
+def split(weights: Tensor, total: int) -> Tensor:
+    """Integer split of ``total`` proportional to ``weights`` (largest remainders, exact sum;
+    unlike :func:`~.base.allocate` a tiny weight may get 0, so class totals stay equal)."""
+    w = weights.double().clamp_min(0)
+    if float(w.sum()) <= 0:
+        return torch.zeros_like(w, dtype=torch.long)
+    raw = w / w.sum() * int(total)
+    out = raw.floor().long()
+    out[torch.argsort(raw - out.double(), descending=True, stable=True)[:int(total) - int(out.sum())]] += 1
+    return out
+
+
 def balanced_allocation(counts: Tensor, total: int) -> Tensor:
     """Proxy nodes per (client, class) [K, C]: ``total`` split equally over the held classes,
     each class's share split over the clients in proportion to their counts ``counts [K, C]``."""
     held = counts.sum(0) > 0
-    per_class = allocate(held.float(), int(total))
+    per_class = split(held.float(), int(total))
     out = torch.zeros_like(counts, dtype=torch.long)
     for c in torch.nonzero(held).flatten().tolist():
-        out[:, c] = allocate(counts[:, c], int(per_class[c]))
+        out[:, c] = split(counts[:, c], int(per_class[c]))
     return out
 
 
