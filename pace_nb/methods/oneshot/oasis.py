@@ -185,7 +185,7 @@ class Oasis(OneShotMethod):
         synth_hidden: int = 256
         synth_steps: int = 200
         batch_nodes: int = 256
-        synth_lr: float = 1e-3
+        synth_lr: float = 3e-3
         commitment: float = 0.25
         lambda_stat: float = 1.0
         epochs: int = 20
