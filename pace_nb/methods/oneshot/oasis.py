@@ -214,7 +214,8 @@ class Oasis(OneShotMethod):
         mu_h, mu_x = class_means(h_real[tr], y[tr], held), class_means(x[tr], y[tr], held)
         gen = ctx.generator(k, salt=11)
         synth = self._synthesizer(ctx, int(ctx.generator(k, salt=12).initial_seed()) % (2**31))
-        batch = held.repeat_interleave(-(-cfg.batch_nodes // len(held)))[:cfg.batch_nodes]
+        nb = max(cfg.batch_nodes, len(held))  # every held class in every batch
+        batch = held.repeat_interleave(-(-nb // len(held)))[:nb]
         with torch.no_grad():  # tokens start on latents of a first draw (k-means style init)
             start = synth.latent(held.repeat_interleave(-(-cfg.codebook_size // len(held)))[:cfg.codebook_size], gen)
         codebook = torch.nn.Parameter(start.clone())
