@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from pace_nb.methods.oneshot import base, make_oneshot, oasis, run_oneshot
-from pace_nb.nn.gcn import WEIGHT_KEYS
+from pace_nb.nn.gcn import WEIGHT_KEYS, gcn_forward, propagation_matrix
 from pace_nb.nn.training import train_local
 
 #: Small budgets for the demo graph (the defaults are the paper's, for real datasets): SMALL
@@ -77,6 +77,49 @@ def test_balanced_allocation_is_class_balanced_and_proportional():
     assert oasis.balanced_allocation(torch.tensor([[1.0], [99.0]]), 10).tolist() == [[0], [10]]
     assert oasis.assignment_logits(torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 0.0], [0.0, 2.0]]))[0].tolist() == \
         pytest.approx([0.0, -5.0], abs=1e-5)
+
+
+def test_settled_budget_by_hand():
+    t = torch.tensor([4.0, 4.0, 2.0, 2.0, 1.02, 1.02, 1.0, 1.0])  # windowed (w = 2) means: 4, 2, 1.02, 1
+    assert oasis.window_mean(t, 4, 2) == pytest.approx(2.0) and oasis.window_mean(t, 8, 2) == pytest.approx(1.0)
+    assert oasis.settled_budget([t], [2, 4, 6, 8], tol=0.05, window=2) == 6  # 1.02 ≤ 1.05, 2 > 1.05
+    assert oasis.settled_budget([t], [2, 4, 6, 8], tol=1.5, window=2) == 4
+    flat = torch.full((8,), 3.0)  # every trace must have settled
+    assert oasis.settled_budget([flat, t], [2, 4, 6], tol=0.05, window=2) == 6
+    assert oasis.settled_budget([t], [2, 4], tol=0.05, window=2) is None
+    with pytest.raises(ValueError, match="step"):
+        oasis.window_mean(t, 9)
+
+
+def test_synthesizer_trace_is_the_objective_and_does_not_depend_on_the_budget(fg_skew, local, one_thread):
+    ctx = _ctx(fg_skew, local)
+    k = next(i for i, c in enumerate(fg_skew.clients) if bool(c.train_mask.any()))
+    short = make_oneshot("oasis", **{**SMALL, "synth_steps": 10})
+    synth, codebook, _, tr = short.train_synthesizer(ctx, k, fg_skew.clients[k])
+    _, _, _, tr2 = make_oneshot("oasis", **{**SMALL, "synth_steps": 30}).train_synthesizer(ctx, k, fg_skew.clients[k])
+    assert tr.shape == (10,) and torch.equal(tr2[:10], tr)  # step t's objective is the same whatever the budget
+    # step 0's entry is the objective recomputed by hand from the untrained synthesizer: teacher CE
+    # + class-mean matching of layer-1 representations and features against training nodes + VQ
+    c, cfg = fg_skew.clients[k], short.cfg
+    teacher = {n: local.model(0, k)[n] for n in WEIGHT_KEYS}
+    x, y, m = c.x.float(), c.y.long(), c.train_mask
+    held = torch.nonzero(base.label_counts(c, fg_skew.num_classes) > 0).flatten()
+    _, h_real = gcn_forward(teacher, x, propagation_matrix(c.edge_index, c.num_nodes), return_hidden=True)
+    gen, s0 = ctx.generator(k, salt=11), short._synthesizer(ctx, int(ctx.generator(k, salt=12).initial_seed()) % (2**31))
+    batch = held.repeat_interleave(-(-cfg.batch_nodes // len(held)))[:cfg.batch_nodes]
+    book = s0.latent(held.repeat_interleave(-(-cfg.codebook_size // len(held)))[:cfg.codebook_size], gen)
+    e = s0.latent(batch, gen)
+    tok = torch.cdist(e, book).argmin(1)
+    vq = 1.25 * ((e - book[tok]) ** 2).sum(1).mean()
+    xs = s0.features(book[tok], base.is_binary(c.x))
+    logits, h = gcn_forward(teacher, xs, propagation_matrix(base.knn_graph(e, cfg.knn), len(batch)), return_hidden=True)
+    stat = sum(((oasis.class_means(a, batch, held) - oasis.class_means(b[m], y[m], held)) ** 2).sum(1).mean()
+               for a, b in ((h, h_real), (xs, x)))
+    assert tr[0].item() == pytest.approx((F.cross_entropy(logits, batch) + stat + vq).item(), rel=1e-6)
+    msg = short.client_message(ctx, k, fg_skew.clients[k])  # the upload is the traced synthesizer
+    assert torch.equal(msg["codebook"], codebook)
+    assert all(torch.equal(msg[f"synth.{n}"], v) for n, v in synth.state_dict().items())
+    assert make_oneshot("oasis", **{**SMALL, "synth_steps": 0}).train_synthesizer(ctx, k, fg_skew.clients[k])[3].numel() == 0
 
 
 # ----------------------------------------------------------------------------- the upload

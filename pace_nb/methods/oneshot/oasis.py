@@ -46,6 +46,7 @@ proxy graph. ``synth_steps = 0`` leaves synthesizer and codebook untrained.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -123,6 +124,24 @@ def balanced_allocation(counts: Tensor, total: int) -> Tensor:
     for c in torch.nonzero(held).flatten().tolist():
         out[:, c] = split(counts[:, c], int(per_class[c]))
     return out
+
+
+def window_mean(trace: Tensor, step: int, window: int = 20) -> float:
+    """Mean of ``trace[step − window : step]`` — the objective around step ``step`` of a noisy
+    (fresh noise every step) training trace."""
+    if not 1 <= int(step) <= len(trace):
+        raise ValueError(f"step must be in [1, {len(trace)}], got {step}")
+    return float(trace[max(0, int(step) - int(window)):int(step)].mean())
+
+
+def settled_budget(traces: Sequence[Tensor], budgets: Sequence[int], tol: float = 0.05, window: int = 20) -> int | None:
+    """The fewest steps in ``budgets`` at which every trace's windowed objective is within
+    ``tol`` (relative) of its value at the traces' last step; ``None`` when none is."""
+    for b in sorted(int(v) for v in budgets):
+        if all(window_mean(t, b, window) <= window_mean(t, len(t), window) + tol * abs(window_mean(t, len(t), window))
+               for t in traces):
+            return b
+    return None
 
 
 # ----------------------------------------------------------------------------- synthesizer
@@ -203,7 +222,10 @@ class Oasis(OneShotMethod):
         cfg = self.cfg
         return Synthesizer(cfg.noise_dim, ctx.num_classes, cfg.synth_hidden, cfg.latent_dim, ctx.num_features, seed)
 
-    def client_message(self, ctx, k, client):
+    def train_synthesizer(self, ctx, k, client) -> tuple[Synthesizer, Tensor, Tensor, Tensor]:
+        """Client k's synthesizer and codebook trained against its frozen teacher; returns
+        (synthesizer, codebook, label counts, trace) where ``trace [synth_steps]`` is the
+        training objective at each step (before that step's update; training nodes only)."""
         cfg, c = self.cfg, ctx.num_classes
         teacher = {n: ctx.local[k][n].detach() for n in WEIGHT_KEYS}
         x, y, tr = client.x.float(), client.y.long(), client.train_mask
@@ -228,15 +250,22 @@ class Oasis(OneShotMethod):
                 ((class_means(xs, batch, held) - mu_x) ** 2).sum(1).mean()
             return F.cross_entropy(logits, batch) + cfg.lambda_stat * stat + vq
 
+        trace = torch.zeros(cfg.synth_steps)
         if cfg.synth_steps > 0:
             opt = torch.optim.Adam(list(synth.parameters()) + [codebook], lr=cfg.synth_lr)
-            for _ in range(cfg.synth_steps):
+            for t in range(cfg.synth_steps):
                 opt.zero_grad()
-                step_loss().backward()
+                loss = step_loss()
+                loss.backward()
                 opt.step()
-        return {**{f"teacher.{n}": v for n, v in teacher.items()}, **module_message("synth", synth),
-                "codebook": codebook.detach().clone(), "counts": counts,
-                "binary": torch.tensor([float(binary)])}
+                trace[t] = loss.detach()
+        return synth, codebook.detach().clone(), counts, trace
+
+    def client_message(self, ctx, k, client):
+        synth, codebook, counts, _ = self.train_synthesizer(ctx, k, client)
+        return {**{f"teacher.{n}": ctx.local[k][n].detach() for n in WEIGHT_KEYS}, **module_message("synth", synth),
+                "codebook": codebook, "counts": counts,
+                "binary": torch.tensor([float(is_binary(client.x))])}
 
     def synthesize(self, ctx, messages):
         return None  # proxy graphs are drawn afresh every epoch inside server_train
