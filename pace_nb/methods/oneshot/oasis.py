@@ -53,7 +53,8 @@ no budget below 1000 qualifies at either rate — the objective starts near 2·1
 and is still falling at 1000. Windowed objective
 at 200/300/500/1000 steps, range over clients: 3e-3: 1.1–276 / 0.7–92 / 0.7–38 / 0.5–19
 (smallest gap to step 1000 at 500: 32 %); 1e-3: 387–24 067 / 140–4 355 / 29–444 / 2.9–40.
-3e-3 is lower for every client at every budget.
+3e-3 is lower for every client at every budget. As an outcome (not a criterion), OASIS then
+reaches 60.8 % test accuracy on that federation, 13.1 MB uploaded, ~6 minutes on one thread.
 """
 from __future__ import annotations
 
