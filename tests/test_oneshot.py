@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from pace_nb.methods.oneshot import ONESHOT_METHODS, make_oneshot, run_oneshot
-from pace_nb.methods.oneshot import base, dense, fedcvae, fedsd2c, oasis
+from pace_nb.methods.oneshot import base, centroid_sbm, dense, fedcvae, fedsd2c
 from pace_nb.nn.gcn import gcn_forward, init_params, propagation_matrix
 from pace_nb.nn.training import train_local
 
@@ -79,17 +79,17 @@ def test_fedsd2c_v_information_by_hand():
     assert vi.tolist() == pytest.approx([math.log(0.5 / 0.25), math.log(0.75 / 0.25)], rel=1e-6)
 
 
-def test_oasis_codebook_by_hand():
+def test_centroid_sbm_codebook_by_hand():
     assign = torch.tensor([0, 0, 1, 2])
     ei = torch.tensor([[0, 1, 1, 2, 3], [1, 0, 2, 1, 0]])
-    E = oasis.code_edges(assign, ei, 3)
+    E = centroid_sbm.code_edges(assign, ei, 3)
     assert E.tolist() == [[2.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]
     z = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
-    codes, a = oasis.lloyd(z, torch.tensor([[1.0, 0.2], [0.2, 1.0]]), 3)
+    codes, a = centroid_sbm.lloyd(z, torch.tensor([[1.0, 0.2], [0.2, 1.0]]), 3)
     assert a.tolist() == [0, 0, 1, 1]
     assert torch.allclose(codes, torch.tensor([[0.95, 0.05], [0.05, 0.95]]))
     # rates 1 inside block 0, 0 elsewhere: a clique on block 0's nodes and nothing else
-    ei = oasis.block_edges(torch.tensor([3, 2]), torch.tensor([[1.0, 0.0], [0.0, 0.0]]), torch.Generator().manual_seed(0))
+    ei = centroid_sbm.block_edges(torch.tensor([3, 2]), torch.tensor([[1.0, 0.0], [0.0, 0.0]]), torch.Generator().manual_seed(0))
     assert sorted(map(tuple, ei.T.tolist())) == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
 
 
@@ -142,9 +142,9 @@ def test_unknown_hyperparameter_and_bad_value_are_clear_errors():
     from pace_nb.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="unknown parameter"):
-        make_oneshot("oasis", codes=3)
+        make_oneshot("centroid_sbm", codes=3)
     with pytest.raises(ConfigError, match="iterations"):
-        make_oneshot("oasis", iterations=-1)
+        make_oneshot("centroid_sbm", iterations=-1)
     with pytest.raises(ConfigError, match="init"):
         make_oneshot("fedsd2c", init="zeros")
 
@@ -156,7 +156,7 @@ CASES = [
     ("fedsd2c", {"init": "noise", "steps": 60}, {"init": "noise", "steps": 0}, "fg_skew"),
     # GHOST (released defaults) stays below prior + 20 on the demo graph at β = 0.05; its
     # mechanisms are checked in test_oneshot_ghost.py
-    ("oasis", {}, {"iterations": 0}, "fg_skew"),
+    ("centroid_sbm", {}, {"iterations": 0}, "fg_skew"),
     # DENSE distils an ensemble: under β = 0.05 the ensemble itself is near the prior, so its
     # trained-vs-untrained check runs on a milder skew (β = 1) where the ensemble is informative
     ("dense", {"epochs": 20, "g_steps": 30, "synthesis_batch_size": 128}, {"epochs": 0}, "fg_mild"),
@@ -178,8 +178,8 @@ def test_every_oneshot_method_is_registered_and_repeatable(fg_skew):
 
     for name in ONESHOT_METHODS:
         assert METHODS.get(name).meta["groups"]["oneshot"] == ONESHOT_METHODS.index(name)
-    a = run_oneshot(fg_skew, make_oneshot("oasis"), (3,), progress=False)[0]
-    b = run_oneshot(fg_skew, make_oneshot("oasis"), (3,), progress=False)[0]
+    a = run_oneshot(fg_skew, make_oneshot("centroid_sbm"), (3,), progress=False)[0]
+    b = run_oneshot(fg_skew, make_oneshot("centroid_sbm"), (3,), progress=False)[0]
     assert a["acc"] == b["acc"] and a["bytes_up"] == b["bytes_up"]
 
 
@@ -199,6 +199,7 @@ variants = ["full"]
 methods = ["spear", "fedavg", "oasis"]
 rounds = 2
 run_seed = 7
+method_params = { oasis = { synth_steps = 5, epochs = 2, codebook_size = 16, synth_hidden = 32 } }
 """
     store = ResultsStore(tmp_path / "store")
     report = run_grid(parse_config(text), store, progress=False)
@@ -230,11 +231,11 @@ def test_cli_spear_methods(tmp_path, capsys, one_thread):
     from pace_nb.cli import main
 
     out = tmp_path / "cmp.json"
-    assert main(["spear", "--methods", "spear,oasis", "--seeds", "2024", "--json", str(out)]) == 0
+    assert main(["spear", "--methods", "spear,centroid_sbm", "--seeds", "2024", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "oasis" in text and "kib_client" in text
+    assert "centroid_sbm" in text and "kib_client" in text
     payload = json.loads(out.read_text())
-    assert [s["method"] for s in payload["summary"]] == ["spear", "oasis"]
+    assert [s["method"] for s in payload["summary"]] == ["spear", "centroid_sbm"]
     assert payload["summary"][1]["kib_client"] == pytest.approx(payload["rows"][1]["bytes_up"] / 10 / 1024)
     assert main(["spear", "--methods", "spear,nosuch", "--seeds", "2024"]) == 2
     assert "pace-nb: error: unknown method 'nosuch'" in capsys.readouterr().err
@@ -243,6 +244,6 @@ def test_cli_spear_methods(tmp_path, capsys, one_thread):
 def test_oneshot_method_runs_through_the_protocol(one_thread):
     from pace_nb.methods.protocol import run_protocol
 
-    rows = run_protocol("demo", partition="dirichlet", beta=0.05, num_clients=10, seeds=(5,), methods=["oasis"],
+    rows = run_protocol("demo", partition="dirichlet", beta=0.05, num_clients=10, seeds=(5,), methods=["centroid_sbm"],
                         device="cpu", progress=False)
     assert len(rows) == 1 and rows.receiver.item() == -1 and rows.seed.item() == 5 and rows.acc.item() > 50

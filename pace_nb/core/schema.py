@@ -43,6 +43,7 @@ PALETTE: dict[str, str] = {
     "fedproto": "#bcbd22", "spear": "#d62728", "raw features": "#7f7f7f",
     "fedadam": "#393b79", "moon": "#e6550d",  # SPEAR's multi-round baselines
     "dense": "#636363", "fedcvae": "#8c6d31", "fedsd2c": "#e7298a", "ghost": "#e6ab02", "oasis": "#1b9e77",  # one-shot
+    "centroid_sbm": "#117733",  # extra one-shot baseline (not in SPEAR's comparison)
     "no_shrinkage": "#1f77b4", "no_ppr": "#2ca02c", "no_both": "#7f7f7f",  # SPEAR ablations
 }
 #: Receiver-harm outcome colours (PACE Fig. 4c).

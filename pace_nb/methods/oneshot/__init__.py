@@ -8,7 +8,7 @@ the complete graph).
 """
 from __future__ import annotations
 
-from pace_nb.methods.oneshot import dense, fedcvae, fedsd2c, ghost, oasis  # noqa: F401
+from pace_nb.methods.oneshot import centroid_sbm, dense, fedcvae, fedsd2c, ghost, oasis  # noqa: F401
 from pace_nb.methods.oneshot.base import OneShotMethod, run_oneshot
 from pace_nb.core.errors import ConfigError
 from pace_nb.methods.registry import METHODS, group
