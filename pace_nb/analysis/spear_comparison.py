@@ -100,8 +100,11 @@ def entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -> pd.Da
     datasets = sorted(set(r.dataset), key=dataset_order) if r is not None else []
     pairs = [(m, "full" if m == "spear" else "native") for m in spear_comparison()]
     if r is not None:  # other widths that were run (e.g. FedAvg at hidden 256 for Tab. 3)
-        pairs += [(m, v) for m, v in dict.fromkeys(zip(r.method.str.lower(), r.variant))
-                  if (m, v) not in pairs and (table == "main" or v != "teacher_ensemble")]
+        for m, v in dict.fromkeys(zip(r.method.str.lower(), r.variant)):
+            if (m, v) in pairs or (table != "main" and v == "teacher_ensemble"):
+                continue
+            at = [i for i, (pm, _) in enumerate(pairs) if pm == m]  # right below its own method's row
+            pairs.insert(at[-1] + 1 if at else len(pairs), (m, v))
     metrics_ = ("acc",) if table == "main" else ("seconds", "kib_client", "mib_total")
     extra = [dict(base, dataset=d, method=m, variant=v, metric=x) for d in datasets for m, v in pairs for x in metrics_]
     frame = pd.concat([paper, pd.DataFrame(extra, columns=paper.columns)], ignore_index=True)
