@@ -1,0 +1,80 @@
+"""Where each shipped config's time goes, per method, in two results stores side by side.
+
+    python3 benchmarks/profile_stores.py BEFORE_STORE AFTER_STORE [--part 'SPEAR comparison'] [--out FILE]
+
+Per part of the papers (the PACE protocol's one-round methods, SPEAR's own cells, SPEAR's
+comparison), dataset and method: the mean seconds per run that the method's pooled rows record,
+in each store, and their ratio where both have it. A method a store lacks is "–", never guessed.
+A store's timings are what its cells recorded when they ran (the machine's load then is not
+known): read the ratios as the change of a method's cost between the two stores' code, on the
+same 2-core class of machine, not as a controlled benchmark.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+
+def profile(store_dir: str) -> pd.DataFrame:
+    """One row per (part, dataset, method, variant): the mean seconds per run its pooled rows record
+    (a run = one seed of one cell) and the number of runs. ``part``: the SPEAR comparison, SPEAR's own
+    cells, or the PACE protocol (one-round methods; Local's time is in the cells, not the rows)."""
+    from pace_nb.analysis.spear_comparison import comparison_label, is_comparison
+    from pace_nb.experiments.store import ResultsStore
+
+    rows = ResultsStore.for_reading(store_dir, must_exist=True).load()
+    pooled = rows[(rows["receiver"] == -1) & rows["seconds"].notna()].copy()
+    comp = is_comparison(pooled["params"])
+    pooled["part"] = "PACE protocol"
+    pooled.loc[pooled["method"].str.lower().eq("spear") & ~comp, "part"] = "SPEAR cells"
+    pooled.loc[comp, "part"] = "SPEAR comparison"
+    pooled = pooled[~pooled["variant"].str.endswith("+cnll")]  # +CNLL rows repeat the native run's time
+    g = pooled.groupby(["part", "dataset", "method", "variant"], as_index=False)["seconds"].agg(["mean", "count"])
+    g["phase"] = [comparison_label(m) + ("" if v in ("native", "full") else f" [{v}]")
+                  for m, v in zip(g["method"], g["variant"])]
+    return g.rename(columns={"mean": "seconds", "count": "runs"})
+
+
+def side_by_side(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    keys = ["part", "dataset", "method", "variant", "phase"]
+    both = before.merge(after, on=keys, how="outer", suffixes=("_before", "_after"))
+    both["ratio"] = both["seconds_before"] / both["seconds_after"]
+    return both
+
+
+def main(argv=None) -> int:
+    from pace_nb.data.datasets import dataset_order
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("before")
+    ap.add_argument("after")
+    ap.add_argument("--part", nargs="+", default=None, help="only these parts (e.g. 'SPEAR comparison')")
+    ap.add_argument("--out", default=None, help="also write the table (markdown) to this file")
+    args = ap.parse_args(argv)
+    table = side_by_side(profile(args.before), profile(args.after))
+    if args.part:
+        table = table[table["part"].isin(args.part)]
+    lines = [f"before: {args.before}   after: {args.after}", "",
+             "mean seconds per run (one seed of one cell) that a method's pooled rows record; runs in brackets", ""]
+    for part, g in table.groupby("part", sort=True):
+        lines += [f"## {part}", "", "| dataset | method | before s (runs) | after s (runs) | before / after |",
+                  "|---|---|---|---|---|"]
+        g = g.assign(order=[dataset_order(d) for d in g["dataset"]])
+        for _, r in g.sort_values(["order", "phase"]).iterrows():
+            b = "–" if r.seconds_before != r.seconds_before else f"{r.seconds_before:.1f} ({int(r.runs_before)})"
+            a = "–" if r.seconds_after != r.seconds_after else f"{r.seconds_after:.1f} ({int(r.runs_after)})"
+            q = "–" if r.ratio != r.ratio else f"{r.ratio:.2f}×"
+            lines.append(f"| {r.dataset} | {r.phase} | {b} | {a} | {q} |")
+        lines.append("")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
