@@ -59,3 +59,11 @@ def test_method_drawn_off_palette_is_caught():
     fig, ax = _fig(colour="#d62728", label="FedAvg")
     ax.legend(loc="lower right")
     assert any("'FedAvg' drawn in #d62728" in p for p in figure_problems(fig))
+
+
+def test_panel_titles_wider_than_their_panels_are_caught():
+    fig, axes = plt.subplots(1, 4, figsize=(4, 2))
+    for i, ax in enumerate(axes):
+        ax.plot([0, 1], [0, 1])
+        ax.set_title(f"a rather long title of panel {i}")
+    assert any("overlap (wider than their panels)" in p for p in figure_problems(fig))

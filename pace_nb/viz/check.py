@@ -1,7 +1,8 @@
 """What a figure of the package must satisfy, checked on the drawn figure (tests/test_plots.py).
 
 :func:`figure_problems` lists, one line each: text smaller than :data:`~pace_nb.viz.style.MIN_FONT_PT`
-at the figure's saved size, a legend overlapping an axes title or the figure title, a code name
+at the figure's saved size, a legend overlapping an axes title or the figure title, two titles
+overlapping each other (a panel title wider than its panel), a code name
 in a label (a registry id such as ``fedavg`` or a raw column such as ``acc_mean`` instead of the
 display name), and a legend entry of a method drawn in another colour than the palette's.
 """
@@ -84,6 +85,11 @@ def figure_problems(fig: plt.Figure) -> list[str]:
         if ax.get_visible():
             titles += [ax.title, ax._left_title, ax._right_title]
     titles = [t for t in titles if t.get_visible() and t.get_text().strip()]
+    boxes = [(t, t.get_window_extent(renderer)) for t in titles]
+    for i, (t, b) in enumerate(boxes):
+        for u, c in boxes[i + 1:]:
+            if b.overlaps(c):
+                problems.append(f"titles {t.get_text()[:30]!r} and {u.get_text()[:30]!r} overlap (wider than their panels)")
     legends = [lg for lg in fig.findobj(Legend) if lg.get_visible()]
     labels = {method_label(n): n for n in registered().names()}
     for lg in legends:

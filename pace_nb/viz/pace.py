@@ -16,7 +16,7 @@ import seaborn as sns
 
 from matplotlib.ticker import FuncFormatter
 
-from pace_nb.core.schema import DIRECTION_COLORS, OUTCOME_COLORS, PALETTE, PACE_VARIANT_LABELS
+from pace_nb.core.schema import DIRECTION_COLORS, PALETTE, PACE_VARIANT_LABELS
 from pace_nb.data.datasets import dataset_order
 from pace_nb.methods.registry import method_label
 from pace_nb.viz.style import (COLUMN, FULL, ROW, client_palette, fixed_jitter, method_color, method_marker,  # noqa: F401
@@ -197,7 +197,8 @@ def plot_variant_bars(rows: pd.DataFrame, methods_variants: Sequence[tuple[str, 
     order = [name(m, v) for m, v in methods_variants if name(m, v) in set(f["label"])]
     colour = {name(m, v): method_color(v if m == "pace" and v != "full" else m) for m, v in methods_variants}
     fig, ax = plt.subplots(figsize=(COLUMN + 1.0, 0.42 * len(order) + 1.0))
-    sns.barplot(f, y="label", x=metric, order=order, hue="label", palette=colour, errorbar="sd", ax=ax, legend=False)
+    sns.barplot(f, y="label", x=metric, order=order, hue="label", palette=colour, errorbar="sd", ax=ax, legend=False,
+                saturation=1)
     means, sds = f.groupby("label")[metric].mean(), f.groupby("label")[metric].std().fillna(0)
     for i, lab in enumerate(order):
         ax.text(means[lab] + sds[lab], i, f"  {means[lab]:.1f}", va="center", fontsize="small")
@@ -248,7 +249,7 @@ def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, froze
             pv = paper[(paper["metric"] == metric) & paper["rank"].isin(list(pos))]
             pv = pv.groupby("rank")["value"].mean().reset_index()
             last.plot(pv["rank"].map(pos), pv["value"], "x", color=DIRECTION_COLORS[direction], ms=6, mew=1.2)
-    last.set(yscale="log", title="communication", xlabel="rank r", ylabel="bytes, % of dense (mean of datasets)")
+    last.set(yscale="log", title="communication (mean of datasets)", xlabel="rank r", ylabel="bytes (% of dense)")
     last.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g} %"))
     last.yaxis.set_minor_formatter("")
     for ax in axes:
@@ -298,13 +299,13 @@ def plot_alpha_paths(paths: pd.DataFrame, alpha_star: pd.Series | dict | None = 
         top.plot(f["alpha"], f["val_nll"], color="k", lw=1.2)
         bot.plot(f["alpha"], 100 * f["val_acc"], color=method_color("local"), lw=1.2, ls="--")
         bot.plot(f["alpha"], 100 * f["test_acc"], color=method_color("pace"), lw=1)
-        top.set_title(f"receiver {r}" + (f": α* = {float(stars[r]):.2f}" if r in stars else ""), fontsize="small")
+        top.set_title(f"receiver {r}" + (f"\nα* = {float(stars[r]):.2f}" if r in stars else ""), fontsize="small")
         if r in stars:
             a = float(stars[r])
             for ax in (top, bot):
                 ax.axvline(a, color=STAR, lw=1.2)
             top.plot([a], [np.interp(a, f["alpha"], f["val_nll"])], "o", color=STAR, ms=4, clip_on=False)
-        top.set_ylabel("val NLL" if i % ncols == 0 else "")
+        top.set_ylabel("validation NLL" if i % ncols == 0 else "")
         bot.set_ylabel("accuracy (%)" if i % ncols == 0 else "")
         bot.set(xlim=(0, 1), xlabel="α" if i // ncols == groups - 1 else "")
     handles = [plt.Line2D([], [], color="k", lw=1.2), plt.Line2D([], [], color=method_color("local"), ls="--"),
@@ -342,7 +343,7 @@ def plot_alpha_utilisation(util: pd.DataFrame, paper: pd.DataFrame | None = None
     for ax, m in zip(axes, metrics):
         f = long[long["metric"] == m]
         sns.barplot(f, x="dataset", y="value", hue="source", order=datasets, hue_order=[h for h in pal if h in set(long["source"])],
-                    palette=pal, ax=ax, errorbar=None, legend=m == metrics[0])
+                    palette=pal, ax=ax, errorbar=None, legend=m == metrics[0], saturation=1)
         for cont in ax.containers:
             ax.bar_label(cont, fmt=fmt[m], fontsize="small", padding=1)
         for i, d in enumerate(datasets):
@@ -361,96 +362,6 @@ def plot_alpha_utilisation(util: pd.DataFrame, paper: pd.DataFrame | None = None
     return fig
 
 
-# ------------------------------------------------------------------ 04 receiver harm
-def _in_order(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows in the papers' dataset order (stable within a dataset)."""
-    keys = [dataset_order(d) for d in frame["dataset"]]
-    return frame.iloc[sorted(range(len(frame)), key=lambda i: keys[i])].reset_index(drop=True)
-
-
-def _setting_labels(frame: pd.DataFrame) -> list[str]:
-    """Dataset names, with the setting (partition, K, β) added where a dataset repeats."""
-    labels = frame["dataset"].astype(str).tolist()
-    keys = [c for c in ("partition", "num_clients", "beta") if c in frame.columns]
-    if len(set(labels)) == len(labels) or not keys:
-        return labels
-    return [f"{d} ({', '.join(f'{k}={v}' for k, v in zip(keys, r) if v == v)})"
-            for d, r in zip(labels, frame[keys].itertuples(index=False))]
-
-
-def plot_paired_differences(paired: pd.DataFrame, metrics: Sequence[str] = ("acc", "f1_weighted"),
-                            title: str = "") -> plt.Figure:
-    """PACE Fig. 4a–b: mean seed-paired difference with its 95 % t interval per dataset,
-    Win/Tie/Loss on the right. ``paired``: :func:`pace_nb.analysis.diagnostics.paired_summary`."""
-    _require(paired, ["dataset", "metric", "mean", "ci_low", "ci_high", "wins", "ties", "losses"],
-             "plot_paired_differences")
-    metrics = [m for m in metrics if m in set(paired["metric"])]
-    paired = _in_order(paired)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(FULL, 0.45 * paired["dataset"].nunique() + 1.1), squeeze=False)
-    names = {"acc": "accuracy", "f1_weighted": "weighted F1", "f1_macro": "macro F1"}
-    for ax, m in zip(axes[0], metrics):
-        f = paired[paired["metric"] == m].reset_index(drop=True)
-        y = np.arange(len(f))[::-1]
-        lo = (f["mean"] - f["ci_low"]).fillna(0).clip(lower=0)
-        hi = (f["ci_high"] - f["mean"]).fillna(0).clip(lower=0)
-        ax.errorbar(f["mean"], y, xerr=[lo, hi], fmt="o", color=method_color("pace"), capsize=3, ms=4)
-        ax.axvline(0, color="k", lw=0.8)
-        ax.set_yticks(y, _setting_labels(f))
-        ax.set(xlabel=f"PACE − Local, {names.get(m, m)} (points)", ylabel="dataset" if m == metrics[0] else "",
-               title=f"({'ab'[metrics.index(m)]}) {names.get(m, m)}")
-        sec = ax.secondary_yaxis("right")
-        sec.set_yticks(y, [f"{w}/{t}/{l}" for w, t, l in zip(f["wins"], f["ties"], f["losses"])])
-        sec.tick_params(length=0, labelsize="small")
-        sec.set_ylabel("wins / ties / losses", fontsize="small")
-        ax.set_ylim(-0.7, len(f) - 0.3)
-    fig.suptitle(title or "seed-paired differences with 95 % paired t intervals (PACE Fig. 4)")
-    return fig
-
-
-def plot_harm_units(harm: pd.DataFrame, worst: pd.DataFrame | None = None, title: str = "") -> plt.Figure:
-    """PACE Fig. 4c: helped / tied / harmed receiver–seed units per dataset (stacked bars);
-    labels give the worst fixed-receiver five-seed mean. ``harm``: ``dataset, helped, tied,
-    harmed``; ``worst``: ``dataset, mean_diff`` per receiver (receiver means) or ``worst_mean``."""
-    _require(harm, ["dataset", "helped", "tied", "harmed"], "plot_harm_units")
-    harm = _in_order(harm)
-    fig, ax = plt.subplots(figsize=(COLUMN + 0.8, max(2.0, 0.45 * len(harm) + 1.3)))
-    y = np.arange(len(harm))[::-1]
-    left = np.zeros(len(harm))
-    for k in ("helped", "tied", "harmed"):
-        v = harm[k].to_numpy(dtype=float)
-        ax.barh(y, v, left=left, color=OUTCOME_COLORS[k], label=k)
-        for yi, l, vi in zip(y, left, v):
-            if vi > 0:
-                ax.text(l + vi / 2, yi, f"{int(vi)}", ha="center", va="center", fontsize="small")
-        left += v
-    labels = _setting_labels(harm)
-    if worst is not None and len(worst) and harm["dataset"].is_unique:
-        col = "mean_diff" if "mean_diff" in worst.columns else "worst_mean"
-        wm = worst.groupby("dataset")[col].min()
-        labels = [f"{d} ({wm[d]:+.2f})" if d in wm.index else d for d in harm["dataset"]]
-    ax.set_yticks(y, labels)
-    ax.set(xlabel="receiver–seed units", ylabel="dataset",
-           title=title or "helped / tied / harmed receiver–seed units\n(in brackets: worst fixed-receiver mean, points)")
-    fig.legend(fontsize="small", ncols=3, loc="outside lower center")
-    return fig
-
-
-def plot_receiver_means(means: pd.DataFrame, title: str = "") -> plt.Figure:
-    """Per-receiver five-seed mean PACE − Local difference (bar) and worst seed (tick),
-    per dataset. ``means``: :func:`pace_nb.analysis.diagnostics.receiver_means`."""
-    _require(means, ["dataset", "receiver", "mean_diff", "min_diff"], "plot_receiver_means")
-    datasets = _datasets(means["dataset"])
-    fig, axes = _grid(len(datasets), 3, width=FULL if len(datasets) > 1 else COLUMN + 1, height=ROW)
-    for ax, ds in zip(axes, datasets):
-        f = means[means["dataset"] == ds].sort_values("receiver")
-        colours = [OUTCOME_COLORS["helped" if v > 0.01 else "harmed" if v < -0.01 else "tied"] for v in f["mean_diff"]]
-        ax.bar(f["receiver"].astype(str), f["mean_diff"], color=colours)
-        ax.plot(f["receiver"].astype(str), f["min_diff"], "_", color="k", ms=8)
-        ax.axhline(0, color="k", lw=0.8)
-        ax.set(title=ds, xlabel="receiver", ylabel="mean PACE − Local (points)")
-    handles = [plt.matplotlib.patches.Patch(color=OUTCOME_COLORS[k]) for k in ("helped", "tied", "harmed")]
-    handles.append(plt.Line2D([], [], marker="_", ls="", color="k", ms=8))
-    fig.legend(handles, ["helped (> +0.01)", "tied", "harmed (< −0.01)", "worst seed"], fontsize="small", ncols=4,
-               loc="outside lower center")
-    fig.suptitle(title or "per-receiver seed means of PACE − Local")
-    return fig
+# ------------------------------------------------------------------ 04 receiver harm (viz/harm.py)
+from pace_nb.viz.harm import (_in_order, _setting_labels, plot_harm_units, plot_paired_differences,  # noqa: E402,F401
+                              plot_receiver_means)

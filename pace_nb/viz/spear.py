@@ -72,8 +72,8 @@ def plot_umap_panels(coords: pd.DataFrame, silhouettes: Mapping[str, float] | No
             if i == 0:
                 s = (silhouettes or {}).get(rep)
                 note = paper_silhouette_note(rep, s)
-                ax.set_title(representation_label(rep) + ("" if s is None else f"\nsilhouette {s:+.3f}")
-                             + (f"\n{note}" if note else ""), fontsize="small",
+                ax.set_title(representation_label(rep).replace(" (", "\n(") + ("" if s is None else f"\nsilhouette {s:+.3f}")
+                             + (f"\n{note.replace(': ', chr(10))}" if note else ""), fontsize="small",
                              color="#B00000" if note.endswith("not reproduced") else "k")
     axes[0, 0].set_ylabel("coloured by class")
     axes[1, 0].set_ylabel("coloured by client")
@@ -92,7 +92,7 @@ def plot_silhouettes(scores: pd.DataFrame, title: str = "") -> plt.Figure:
     _require(scores, ["representation", "silhouette"], "plot_silhouettes")
     reps = scores["representation"].tolist()
     vals = scores["silhouette"].astype(float).tolist()
-    fig, ax = plt.subplots(figsize=(FULL * 0.75, ROW + 0.9))
+    fig, ax = plt.subplots(figsize=(FULL, ROW + 1.0))
     ax.bar(range(len(reps)), vals, color=[_rep_colour(r) for r in reps], width=0.65)
     for x, v in enumerate(vals):
         ax.text(x, v, f"{v:+.2f}", ha="center", va="bottom" if v >= 0 else "top", fontsize="small")
@@ -101,14 +101,14 @@ def plot_silhouettes(scores: pd.DataFrame, title: str = "") -> plt.Figure:
             op, pv = PAPER_SILHOUETTE[r]
             ax.hlines(pv, x - 0.38, x + 0.38, color="k", ls="--", lw=1.2)
             note = paper_silhouette_note(r, v).replace(": ", "\n")
-            ax.text(x, pv - 0.04 if op == "<" else pv + 0.04 + max(v, 0), note, ha="center",
+            ax.text(x, pv - 0.04 if op == "<" else max(v, pv) + 0.12, note, ha="center",
                     va="top" if op == "<" else "bottom", fontsize="small",
                     color="#B00000" if note.endswith("not reproduced") else "k")
     ax.axhline(0, color="k", lw=0.8)
-    ax.set_xticks(range(len(reps)), [representation_label(r) for r in reps], rotation=20, ha="right")
+    ax.set_xticks(range(len(reps)), [representation_label(r).replace(" (", "\n(") for r in reps])
     ax.set_ylim(min(-0.55, min(vals) - 0.1), max(1.0, max(vals) + 0.15))
-    ax.set(ylabel="silhouette (cosine, by class)", xlabel="representation",
-           title=title or "cosine silhouette by class (SPEAR Fig. 2, Cora); dashed: the paper's value")
+    ax.set(ylabel="silhouette (cosine, by class)", xlabel="representation (dashed: the paper's value, SPEAR §3.2)",
+           title=title or "cosine silhouette by class (SPEAR Fig. 2)")
     return fig
 
 
@@ -135,7 +135,7 @@ def plot_prototypes(nodes: pd.DataFrame, protos: pd.DataFrame, distances: Mappin
         d = (distances or {}).get(kind)
         paper = PAPER_PROTOTYPE_DISTANCE[kind]
         ax.set_title(f"({'ab'[kind == 'global']}) {kind} prototypes"
-                     + ("" if d is None else f"\ncosine distance to true centroids {d:.3f} (paper {paper:.3f})"),
+                     + ("" if d is None else f"\nmean cosine distance to true centroids:\nours {d:.3f}, paper {paper:.3f}"),
                      fontsize="small")
         ax.set(xticks=[], yticks=[])
         ax.grid(False)
@@ -199,8 +199,8 @@ def plot_sweeps(sweeps: pd.DataFrame, hue: str = "dataset", ncols: int = 4, titl
                 if method_label(m) not in labels:
                     handles.append(plt.Line2D([], [], color=method_color(m), marker=method_marker(m), ls=""))
                     labels.append(method_label(m))
-            ax.text(0.98, 0.04, f"baselines: β = {beta:g} only\n(other β not run)", transform=ax.transAxes,
-                    ha="right", va="bottom", fontsize="small", fontstyle="italic", color="#555555")
+            ax.set_title(f"baselines at β = {beta:g} only\n(other β: not run)", fontsize="small",
+                         fontweight="normal", fontstyle="italic")
         ax.set(xlabel=_PARAM_LABELS.get(p, p), ylabel="test accuracy (%)" if i % ncols == 0 else "")
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5), fontsize="small")
     seeds = sweeps["seed"].nunique() if "seed" in sweeps.columns else 1
@@ -241,7 +241,8 @@ def _entry(label: str) -> str:
 
 
 def _shares(f: pd.DataFrame) -> pd.DataFrame:
-    """Share entries on one 0–100 % scale (α × 100; counts as a share of their units)."""
+    """Share entries of ``f`` (every entry: the counts are looked up there) on one 0–100 % scale
+    (α × 100; counts as a share of their units)."""
     out = []
     for _, r in f[f["metric"].isin(list(_SHARES))].iterrows():
         base = _SHARES[r["metric"]]
@@ -269,8 +270,8 @@ def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str =
     _require(table, ["ours", "paper", "table", "metric", label], "plot_ours_vs_paper")
     if unit not in UNITS:
         raise ConfigError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
-    f = table.dropna(subset=["ours", "paper"]).rename(columns={label: "label"}).astype({"table": str})
-    f = f[[unit_of(m) == unit for m in f["metric"]]]
+    every = table.dropna(subset=["ours", "paper"]).rename(columns={label: "label"}).astype({"table": str})
+    f = every[[unit_of(m) == unit for m in every["metric"]]]
     _require(f, ["ours"], f"plot_ours_vs_paper ({unit}: rows with both values)")
     tabs = sorted(dict.fromkeys(f["table"]), key=_table_key)
     colour = lambda t: method_color("spear" if t.startswith("spear") else "pace")
@@ -300,13 +301,15 @@ def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str =
         ax.set_yticks(y, [f"{table_name(t)} · {_entry(lab)}: {o:.3g} vs {p:.3g}"
                           for t, lab, o, p in zip(f["table"], f["label"], f["ours"], f["paper"])])
         ax.set_xscale("log")
+        lo, hi = float(f["ratio"].min()), float(f["ratio"].max())
+        lim = (min(lo, 0.8) / 1.3, max(hi, 1.25) * 1.3)
+        ax.set(xlabel="ours ÷ paper (1× = the paper's value)", xlim=lim)
+        ax.set_xticks([t for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1, 2, 4, 5, 10, 20, 50, 100) if lim[0] <= t <= lim[1]])
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
         ax.xaxis.set_minor_formatter("")
-        lo, hi = float(f["ratio"].min()), float(f["ratio"].max())
-        ax.set(xlabel="ours ÷ paper (1× = the paper's value)", xlim=(min(lo, 0.8) / 1.3, max(hi, 1.25) * 1.3))
         heading = f"ours vs paper, communication and time: {len(f)} values"
     else:
-        sh = _shares(f)
+        sh = _shares(every)
         _require(sh, ["ours"], "plot_ours_vs_paper (shares with their counts)")
         sh = sh.assign(key=[_table_key(t) for t in sh["table"]]).sort_values("key", kind="stable")
         fig, ax = plt.subplots(figsize=(FULL, 0.24 * len(sh) + 1.3))
