@@ -103,9 +103,12 @@ def test_rank_widget_redraws_figure_and_table():
     assert image.value == _png(widgets.rank_view_figure(rows, 0))
     tab = widgets.rank_table(rows)
     shown = widgets.rank_display(tab[tab["rank"] == 0])
-    assert shown.to_html(index=False, border=0) in table.value and "overflow-x:auto" in table.value
     assert shown["rank"].tolist() == ["dense"] and "upload / client (KiB)" in shown.columns
     assert shown["upload / client (KiB)"].iloc[0] == round(tab[tab["rank"] == 0]["bytes_up"].iloc[0] / 1024, 1)
+    card = widgets.rank_card(tab, 0)  # one column per dataset, one row per quantity
+    assert card.to_html(index=False, border=0) in table.value and "overflow-x:auto" in table.value
+    assert list(card.columns) == ["rank dense", "Cora"] and "accuracy (%)" in card["rank dense"].tolist()
+    assert card.set_index("rank dense").loc["upload / client (KiB)", "Cora"] == shown["upload / client (KiB)"].iloc[0]
     assert [lab for lab, _ in slide.options] == ["2", "6", "dense"]  # one name for rank 0
     for r in (2, 6, 0):
         assert figure_problems(widgets.rank_view_figure(rows, r)) == []

@@ -317,7 +317,7 @@ def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str =
         ax.hlines(y, sh["ours"], sh["paper"], color="#BBBBBB", lw=1.5)
         ax.scatter(sh["paper"], y, marker="x", color="k", s=24, zorder=3, label="paper")
         ax.scatter(sh["ours"], y, color=[colour(t) for t in sh["table"]], s=20, zorder=4, label="ours")
-        ax.set_yticks(y, [f"{table_name(t)} · {e}: {o:.1f} vs {p:.1f}"
+        ax.set_yticks(y, [f"{table_name(t)} · {e.replace('Cora+CiteSeer+PubMed', 'citation datasets')}: {o:.1f} vs {p:.1f}"
                           for t, e, o, p in zip(sh["table"], sh["entry"], sh["ours"], sh["paper"])])
         ax.set(xlabel="share (%)", xlim=(-3, 103))
         heading = f"ours vs paper, shares: {len(sh)} values"

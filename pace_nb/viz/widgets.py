@@ -257,9 +257,9 @@ def rank_view_figure(rows: pd.DataFrame, rank: int) -> plt.Figure:
         ax.axvspan(pos[rank] - 0.3, pos[rank] + 0.3, color="#DDDDDD", alpha=0.8, lw=0)
         ax.set_xticks(range(len(ticks)), ticks)
         ax.set_xlabel("rank r")
-    a.set(ylabel="pooled accuracy (%)", title=f"rank {ticks[pos[rank]]}: {sel['acc_mean'].mean():.2f} % (mean of datasets)")
+    a.set(ylabel="pooled accuracy (%)", title=f"rank {ticks[pos[rank]]}: {sel['acc_mean'].mean():.2f} %\n(mean of datasets)")
     b.set(yscale="log", ylabel="KiB per client", title=f"upload {sel['upload_pct'].mean():.1f} %, "
-          f"return {sel['return_pct'].mean():.1f} % of dense")
+          f"return {sel['return_pct'].mean():.1f} %\nof dense bytes")
     b.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
     b.yaxis.set_minor_formatter("")
     fig.legend(handles, labels, fontsize="small", loc="outside lower center", ncols=min(len(labels), 4))
@@ -271,7 +271,15 @@ def _ranks(tab: pd.DataFrame) -> list[int]:
 
 
 def _rank_view(rows: pd.DataFrame, tab: pd.DataFrame, rank: int):
-    return rank_view_figure(rows, rank), rank_display(tab[tab["rank"] == rank])
+    return rank_view_figure(rows, rank), rank_card(tab, rank)
+
+
+def rank_card(tab: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """The rank table's rows at ``rank`` as shown under the explorer: one column per dataset,
+    one row per quantity (narrow enough for a 900 px window)."""
+    shown = rank_display(tab[tab["rank"] == rank]).drop(columns="rank").set_index("dataset").T
+    shown.columns.name = None
+    return shown.reset_index().rename(columns={"index": f"rank {rank_label(rank)}"})
 
 
 def rank_widget(rows: pd.DataFrame, rank: int = 6):
@@ -350,6 +358,6 @@ def client_explorer(parts: pd.DataFrame, curves: pd.DataFrame | None = None, row
              lambda: client_widget(parts, curves, rows, client))
 
 
-__all__ = ["RANK_COLUMNS", "rank_display", "rank_label", "alpha_explorer", "alpha_view_figure", "alpha_widget", "rank_explorer", "rank_table",
+__all__ = ["RANK_COLUMNS", "rank_card", "rank_display", "rank_label", "alpha_explorer", "alpha_view_figure", "alpha_widget", "rank_explorer", "rank_table",
            "rank_view_figure", "rank_widget", "client_explorer", "client_view_figure", "client_widget",
            "figure_png", "live_view", "widgets_available"]
