@@ -67,3 +67,11 @@ def test_panel_titles_wider_than_their_panels_are_caught():
         ax.plot([0, 1], [0, 1])
         ax.set_title(f"a rather long title of panel {i}")
     assert any("overlap (wider than their panels)" in p for p in figure_problems(fig))
+
+
+def test_overlapping_tick_labels_are_caught():
+    fig, ax = _fig()
+    ax.set_xscale("log")
+    ax.set_xlim(0.1, 2)
+    ax.set_xticks([0.2, 0.25, 1], ["0.2×", "0.25×", "1×"])
+    assert any("tick labels '0.2×' and '0.25×' overlap" in p for p in figure_problems(fig))

@@ -2,7 +2,7 @@
 
 :func:`figure_problems` lists, one line each: text smaller than :data:`~pace_nb.viz.style.MIN_FONT_PT`
 at the figure's saved size, a legend overlapping an axes title or the figure title, two titles
-overlapping each other (a panel title wider than its panel), a code name
+overlapping each other (a panel title wider than its panel), overlapping tick labels, a code name
 in a label (a registry id such as ``fedavg`` or a raw column such as ``acc_mean`` instead of the
 display name), and a legend entry of a method drawn in another colour than the palette's.
 """
@@ -90,6 +90,15 @@ def figure_problems(fig: plt.Figure) -> list[str]:
         for u, c in boxes[i + 1:]:
             if b.overlaps(c):
                 problems.append(f"titles {t.get_text()[:30]!r} and {u.get_text()[:30]!r} overlap (wider than their panels)")
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for axis in (ax.xaxis, ax.yaxis):
+            ticks = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
+            boxes_t = [t.get_window_extent(renderer) for t in ticks]
+            for k in range(len(ticks) - 1):
+                if boxes_t[k].overlaps(boxes_t[k + 1]):
+                    problems.append(f"tick labels {ticks[k].get_text()!r} and {ticks[k + 1].get_text()!r} overlap")
     legends = [lg for lg in fig.findobj(Legend) if lg.get_visible()]
     labels = {method_label(n): n for n in registered().names()}
     for lg in legends:
