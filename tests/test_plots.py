@@ -20,6 +20,7 @@ from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.nn.gcn import init_params
 from pace_nb.nn.training import LocalModels, TrainConfig
 from fake_results import make_rows
+from pace_nb.viz.check import figure_problems
 
 
 @pytest.fixture(autouse=True)
@@ -67,13 +68,15 @@ def _labelled(fig, i=0) -> None:
     if ticked:
         assert any(ax.get_xlabel() for ax in ticked) and any(ax.get_ylabel() for ax in ticked), f"figure {i}"
     assert fig.get_suptitle() or any(ax.get_title() for ax in drawn), f"figure {i} has no title"
+    assert figure_problems(fig) == [], f"figure {i}"
 
 
 # ----------------------------------------------------------------------------- style, saving
 def test_method_colours_are_fixed_and_stable():
     assert plots.method_color("PACE") == plots.method_color("pace") == plots.METHOD_COLORS["pace"]
     assert plots.method_color("brand-new") == plots.method_color("brand-new")
-    assert plots.method_palette(["local", "pace"]) == {"local": "#7f7f7f", "pace": "#d62728"}
+    assert plots.method_palette(["local", "pace"]) == {"local": plots.PALETTE["local"], "pace": plots.PALETTE["pace"]}
+    assert plots.method_marker("FedAvg") == plots.method_marker("fedavg") != plots.method_marker("fedprox")
 
 
 def test_save_figure_writes_png_and_pdf(tmp_path):
@@ -206,7 +209,7 @@ def test_rank_study_places_dense_last_and_reads_percent():
     rows = make_rows("Cora", methods={("pace", "full", r): 1.0 for r in (2, 6, 0)})
     fig = plots.plot_rank_study(rows)
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "6", "Dense"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "6", "dense"]
     comm = fig.axes[-1]
     assert comm.lines[0].get_ydata().tolist() == [12.0, 12.0, 12.0]  # percent, not ×100
 
@@ -219,12 +222,14 @@ def test_spear_figures_render():
                            "label": [0, 1, 2, 0, 1, 2, 0, 1, 2]})
     sweeps = pd.DataFrame({"param": ["gamma"] * 3 + ["T"] * 3, "value": [0.01, 0.1, 1, 0, 1, 2],
                            "acc": [70, 71, 72, 60, 65, 70], "variant": "full"})
-    table = pd.DataFrame({"table": ["1", "1", "3"], "ours": [79.0, 64.0, 12.0], "paper": [79.2, 65.4, 12.1],
-                          "label": ["a", "b", "c"]})
+    table = pd.DataFrame({"table": ["1", "1", "3", "3", "10"], "metric": ["acc", "acc", "upload_pct", "alpha_mean", "f1_macro"],
+                          "ours": [79.0, 64.0, 12.0, 0.64, 50.0], "paper": [79.2, 65.4, 12.1, 0.655, 52.0],
+                          "label": ["1: a / Cora", "1: b / Cora", "3: Cora / Upload (%)", "3: Cora / Mean α", "10: c / Cora"]})
     figs = [spear_plots.plot_umap_panels(coords, {"raw": 0.1, "fedavg": -0.2}),
             spear_plots.plot_silhouettes(pd.DataFrame({"representation": ["raw", "fedavg"], "silhouette": [0.1, -0.3]})),
             spear_plots.plot_prototypes(coords[coords.representation == "raw"], protos, {"local": 0.32, "global": 0.2}),
-            spear_plots.plot_sweeps(sweeps, hue="variant"), spear_plots.plot_ours_vs_paper(table)]
+            spear_plots.plot_sweeps(sweeps, hue="variant")] + [spear_plots.plot_ours_vs_paper(table, u)
+                                                               for u in spear_plots.UNITS]
     assert "silhouette +0.100" in figs[0].axes[0].get_title()
     assert figs[3].axes[0].get_xscale() == "log"
     for i, fig in enumerate(figs):
@@ -331,8 +336,11 @@ def test_reproduction_figures_from_table_comparisons():
     assert set(frame.method) <= {"local", "pace", "fedavg", "fedpub"}
     fig = repro.plot_client_scaling(frame)
     shown = [a for a in fig.axes if a.get_visible() and a.get_title()]
-    assert [a.get_title() for a in shown] == ["Cora"]  # datasets never run are left out
-    assert shown[0].get_xlabel() == "clients K" and shown[0].get_ylabel() == "accuracy (%)"
+    assert [a.get_title() for a in shown][:2] == ["Cora", "CiteSeer"]  # the paper's scope, in its order
+    said = {a.get_title(): [t.get_text() for t in a.texts] for a in shown}
+    assert said["Cora"] == [] and all(v == ["not run"] for k, v in said.items() if k != "Cora")
+    assert shown[0].get_ylabel() == "accuracy (%)" and any(a.get_xlabel() == "clients K" for a in shown)
+    assert figure_problems(fig) == []
     with pytest.raises(ConfigError, match="no entries run"):
         repro.plot_spear_comparison(repro.comparison_frame(comps))  # no SPEAR comparison rows yet
     spear = pd.DataFrame([dict(dataset=d, partition="dirichlet", beta=0.05, num_clients=10, seed=s, method=m,

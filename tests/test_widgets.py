@@ -16,6 +16,7 @@ from fake_results import make_rows
 from pace_nb.viz import frames as views
 from pace_nb.viz import widgets
 from test_plots import _fg, _local, _logits
+from pace_nb.viz.check import figure_problems
 
 
 @pytest.fixture(autouse=True)
@@ -101,7 +102,17 @@ def test_rank_widget_redraws_figure_and_table():
     slide.value = 0
     assert image.value == _png(widgets.rank_view_figure(rows, 0))
     tab = widgets.rank_table(rows)
-    assert table.value == tab[tab["rank"] == 0].round(3).to_html(index=False, border=0)
+    shown = widgets.rank_display(tab[tab["rank"] == 0])
+    assert shown["rank"].tolist() == ["dense"] and "upload / client (KiB)" in shown.columns
+    assert shown["upload / client (KiB)"].iloc[0] == round(tab[tab["rank"] == 0]["bytes_up"].iloc[0] / 1024, 1)
+    card = widgets.rank_card(tab, 0)  # one column per dataset, one row per quantity
+    assert card.to_html(index=False, border=0) in table.value and "overflow-x:auto" in table.value
+    assert list(card.columns) == ["rank dense", "Cora"] and "accuracy (%)" in card["rank dense"].tolist()
+    assert card.set_index("rank dense").loc["upload / client (KiB)", "Cora"] == shown["upload / client (KiB)"].iloc[0]
+    assert [lab for lab, _ in slide.options] == ["2", "6", "dense"]  # one name for rank 0
+    for r in (2, 6, 0):
+        assert figure_problems(widgets.rank_view_figure(rows, r)) == []
+    assert figure_problems(widgets.alpha_view_figure(_logits(), views.alpha_paths(_logits(), 11), 0, 0.3)) == []
     assert widgets.rank_widget(rows, rank=4).children[0].children[0].value == 2  # not run: first rank
 
 
@@ -115,3 +126,4 @@ def test_client_widget_redraws_the_chosen_client():
     pick.value = 2
     assert image.value != before and image.value == _png(widgets.client_view_figure(parts, curves, None, 2))
     assert len(box.children) == 2  # no table row for clients
+    assert figure_problems(widgets.client_view_figure(parts, curves, None, 1)) == []

@@ -34,18 +34,81 @@ SPEAR_VARIANT_LABELS: dict[str, str] = {"full": "SPEAR", "no_shrinkage": "w/o sh
                                         "no_both": "w/o both"}
 
 #: Fixed colours so that a method looks the same in every figure of both papers, keyed by the
-#: registry's canonical method id (and by variant / ablation name).
+#: registry's canonical method id (and by variant / ablation name). Okabe–Ito and Paul Tol colours,
+#: assigned so that the methods sharing a figure stay apart under deuteranopia (CIE76 ΔE after the
+#: Machado 2009 simulation, :mod:`pace_nb.viz.colour`; tests/test_plots.py checks each figure's set).
+#: Vermillion is PACE's and blue SPEAR's alone.
 PALETTE: dict[str, str] = {
-    "local": "#7f7f7f", "pace": "#d62728", "external": "#ff9896", "transport": "#ff7f0e",
-    "fixed0.5": "#ffbb78", "mean": "#8c564b", "raw": "#c49c94", "direct": "#e377c2",
-    "fedavg": "#1f77b4", "fedprox": "#aec7e8", "fednova": "#17becf", "fedrcl": "#9edae5",
-    "fedpub": "#2ca02c", "fedtad": "#98df8a", "fedgta": "#9467bd", "fedaux1r": "#c5b0d5",
-    "fedproto": "#bcbd22", "spear": "#d62728", "raw features": "#7f7f7f",
-    "fedadam": "#393b79", "moon": "#e6550d",  # SPEAR's multi-round baselines
-    "dense": "#636363", "fedcvae": "#8c6d31", "fedsd2c": "#e7298a", "ghost": "#e6ab02", "oasis": "#1b9e77",  # one-shot
-    "centroid_sbm": "#117733",  # extra one-shot baseline (not in SPEAR's comparison)
-    "no_shrinkage": "#1f77b4", "no_ppr": "#2ca02c", "no_both": "#7f7f7f",  # SPEAR ablations
+    "pace": "#D55E00",
+    "spear": "#0072B2",
+    "local": "#999999",
+    "raw features": "#999999",
+    "external": "#332288",
+    "transport": "#000000",
+    "fixed0.5": "#228833",
+    "mean": "#DDCC77",
+    "raw": "#882255",
+    "direct": "#332288",
+    "fedavg": "#000000",
+    "fedprox": "#66CCEE",
+    "fednova": "#225522",
+    "fednova_sgd": "#225522",
+    "fedrcl": "#EE6677",
+    "fedpub": "#332288",
+    "fedtad": "#882255",
+    "fedgta": "#DDCC77",
+    "fedaux1r": "#4477AA",
+    "fedproto": "#225522",
+    "fedadam": "#222255",
+    "moon": "#AA4499",
+    "dense": "#CC79A7",
+    "fedcvae": "#E69F00",
+    "fedsd2c": "#009E73",
+    "ghost": "#EE6677",
+    "oasis": "#228833",
+    "centroid_sbm": "#44AA99",  # extra one-shot baseline (not in SPEAR's comparison)
+    "no_shrinkage": "#000000",
+    "no_ppr": "#117733",
+    "no_both": "#E69F00",
 }
-#: Receiver-harm outcome colours (PACE Fig. 4c).
-OUTCOME_COLORS: dict[str, str] = {"helped": "#2ca02c", "tied": "#bdbdbd", "harmed": "#d62728"}
-
+#: One marker per method (same keys as :data:`PALETTE`): methods that share a colour never share a marker.
+MARKERS: dict[str, str] = {
+    "pace": "o",
+    "spear": "o",
+    "local": "s",
+    "raw features": "s",
+    "external": "D",
+    "transport": "^",
+    "fixed0.5": "v",
+    "mean": "D",
+    "raw": "P",
+    "direct": "X",
+    "fedavg": "^",
+    "fedprox": "v",
+    "fednova": "<",
+    "fednova_sgd": ">",
+    "fedrcl": ">",
+    "fedpub": "D",
+    "fedtad": "P",
+    "fedgta": "X",
+    "fedaux1r": "p",
+    "fedproto": "h",
+    "fedadam": "*",
+    "moon": "d",
+    "dense": "8",
+    "fedcvae": "H",
+    "fedsd2c": "<",
+    "centroid_sbm": "1",
+    "ghost": "p",
+    "oasis": "v",
+    "no_shrinkage": "^",
+    "no_ppr": "D",
+    "no_both": "v",
+}
+#: Receiver-harm outcome colours (PACE Fig. 4c): blue / grey / orange, apart under deuteranopia.
+OUTCOME_COLORS: dict[str, str] = {"helped": "#0072B2", "tied": "#DDDDDD", "harmed": "#E69F00"}
+#: Communication directions (PACE Fig. 3, Table 3).
+DIRECTION_COLORS: dict[str, str] = {"upload": "#332288", "return": "#E69F00"}
+#: Categorical clients (up to 12; more cycle): Paul Tol's "muted" scheme plus pale grey and black.
+CLIENT_COLORS: tuple[str, ...] = ("#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677",
+                                  "#882255", "#AA4499", "#000000", "#DDDDDD", "#777777")

@@ -14,13 +14,23 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from pace_nb.core.schema import OUTCOME_COLORS, PALETTE, PACE_VARIANT_LABELS
+from matplotlib.ticker import FuncFormatter
+
+from pace_nb.core.schema import DIRECTION_COLORS, PALETTE, PACE_VARIANT_LABELS
+from pace_nb.data.datasets import dataset_order
 from pace_nb.methods.registry import method_label
-from pace_nb.viz.style import (COLUMN, FULL, ROW, fixed_jitter, method_color, method_palette, panel_grid, require_columns,  # noqa: F401
-                              save_figure, set_style)
+from pace_nb.viz.style import (COLUMN, FULL, ROW, client_palette, fixed_jitter, method_color, method_marker,  # noqa: F401
+                              method_palette, panel_grid, require_columns, save_figure, set_style)
 
 METHOD_COLORS = PALETTE
 _require, _grid = require_columns, panel_grid
+_PLAIN = FuncFormatter(lambda v, _: f"{v:g}")  # log axes: 2, 5, 10, 50 instead of 2×10⁰ …
+
+
+def _datasets(values) -> list[str]:
+    """Datasets in the papers' order (registry order: Cora, CiteSeer, PubMed, …)."""
+    return sorted(dict.fromkeys(values), key=dataset_order)
+
 
 # ------------------------------------------------------------------ 01 local training
 def plot_partition(parts: pd.DataFrame, title: str = "") -> plt.Figure:
@@ -36,12 +46,12 @@ def plot_partition(parts: pd.DataFrame, title: str = "") -> plt.Figure:
         a.bar(sizes.index.astype(str), sizes[split], bottom=bottom, color=colour, label=split)
         bottom += sizes[split].to_numpy()
     a.set(xlabel="client", ylabel="nodes", title="client sizes", ylim=(0, 1.22 * bottom.max()))
-    a.legend(fontsize="small", ncols=3, loc="upper center")
+    a.legend(fontsize="small", ncols=3, loc="upper center", title="split")
     labels = parts.pivot_table(index="client", columns="class", values="count", aggfunc="sum").fillna(0)
     frac = labels.div(labels.sum(axis=1).replace(0, 1), axis=0)
     sns.heatmap(frac, ax=b, cmap="mako_r", vmin=0, vmax=float(frac.to_numpy().max()),
                 cbar_kws={"label": "share of the client's nodes"},
-                annot=labels.shape[1] <= 8 and labels.shape[0] <= 12, fmt=".2f", annot_kws={"size": 6})
+                annot=labels.shape[1] <= 8 and labels.shape[0] <= 12, fmt=".2f", annot_kws={"size": 8})
     b.set(xlabel="class", ylabel="client", title="label distribution per client")
     b.tick_params(axis="y", rotation=0)
     fig.suptitle(title or "partition: client sizes and label skew")
@@ -53,16 +63,18 @@ def plot_training_curves(curves: pd.DataFrame, title: str = "") -> plt.Figure:
     band = range). ``curves``: ``client, seed, epoch, loss, train_acc`` (fractions)."""
     _require(curves, ["client", "epoch", "loss", "train_acc"], "plot_training_curves")
     fig, axes = plt.subplots(1, 2, figsize=(FULL, ROW))
-    n = curves["client"].nunique()
-    pal = sns.color_palette("viridis", n)
     frame = curves.assign(train_acc=100 * curves["train_acc"], client=curves["client"].astype(int))
-    for ax, col, label in zip(axes, ["loss", "train_acc"], ["training loss (CE)", "training accuracy (%)"]):
+    pal = client_palette(frame["client"])
+    for ax, col, label in zip(axes, ["loss", "train_acc"], ["training loss (cross-entropy)", "training accuracy (%)"]):
         sns.lineplot(frame, x="epoch", y=col, hue="client", palette=pal, errorbar=("pi", 100), ax=ax,
-                     legend=ax is axes[1], linewidth=1)
+                     legend=False, linewidth=1)
         ax.set(xlabel="epoch", ylabel=label)
     axes[0].set_yscale("log")
-    axes[1].legend(title="client", fontsize="x-small", ncols=2 if n > 6 else 1, loc="lower right")
-    fig.suptitle(title or "local training (last checkpoint = $W_L$)")
+    axes[0].yaxis.set_major_formatter(_PLAIN)
+    axes[0].yaxis.set_minor_formatter(_PLAIN if axes[0].get_ylim()[1] / axes[0].get_ylim()[0] < 20 else "")
+    handles = [plt.Line2D([], [], color=c, lw=1.5) for c in pal.values()]
+    fig.legend(handles, [str(c) for c in pal], title="client", fontsize="small", loc="outside right center")
+    fig.suptitle(title or "local training, mean over seeds (band: range); last checkpoint = $W_L$")
     return fig
 
 
@@ -74,18 +86,25 @@ def plot_client_accuracy(rows: pd.DataFrame, methods: Sequence[str] = ("local",)
     frame = rows[(rows["receiver"] >= 0) & rows["method"].isin(methods)]
     _require(frame, ["method"], f"plot_client_accuracy (methods {list(methods)})")
     fig, ax = plt.subplots(figsize=(FULL, ROW))
-    pal = method_palette(methods)
-    kw = dict(x="receiver", y=metric, hue="method", hue_order=list(methods), palette=pal, ax=ax,
+    names = [method_label(m) for m in methods]
+    pal = {method_label(m): method_color(m) for m in methods}
+    frame = frame.assign(method=frame["method"].map(method_label))
+    kw = dict(x="receiver", y=metric, hue="method", hue_order=names, palette=pal, ax=ax,
               dodge=0.4 if len(methods) > 1 else False)
     with fixed_jitter():
         sns.stripplot(frame, size=3.5, jitter=0.08, legend=False, alpha=0.7, **kw)
-    sns.pointplot(frame, errorbar=None, markers="_", markersize=14, linestyle="none", **kw)
+    sns.pointplot(frame, errorbar=None, markers="_", markersize=14, linestyle="none", legend=False, **kw)
     pooled = rows[(rows["receiver"] < 0) & rows["method"].isin(methods)].groupby("method")[metric].mean()
-    for m, v in pooled.items():
-        ax.axhline(v, color=pal[m], ls="--", lw=1, label=f"{m}: pooled {v:.1f}")
-    ax.set(xlabel="client (receiver)", ylabel="test accuracy (%)" if metric == "acc" else metric,
+    for m in methods:
+        if m in pooled.index:
+            ax.axhline(pooled[m], color=method_color(m), ls="--", lw=1)
+    handles = [plt.Line2D([], [], color=method_color(m), marker=method_marker(m), ls="", ms=5) for m in methods]
+    handles += [plt.Line2D([], [], color=method_color(m), ls="--", lw=1) for m in methods if m in pooled.index]
+    labels = names + [f"{method_label(m)}: pooled {pooled[m]:.1f} %" for m in methods if m in pooled.index]
+    metric_name = {"acc": "test accuracy (%)", "f1_weighted": "weighted F1 (%)", "f1_macro": "macro F1 (%)"}
+    ax.set(xlabel="client (receiver)", ylabel=metric_name.get(metric, metric),
            title=title or "accuracy on each client's own test nodes (dots: seeds, bar: mean)")
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.legend(handles, labels, fontsize="small", loc="outside right center")
     return fig
 
 
@@ -97,7 +116,7 @@ def plot_singular_spectra(spectra: pd.DataFrame, rank: int = 6, title: str = "")
     _require(spectra, ["param", "client", "index", "sigma"], "plot_singular_spectra")
     params = list(dict.fromkeys(spectra["param"]))
     fig, axes = plt.subplots(2, len(params), figsize=(FULL, 2 * ROW), squeeze=False, sharex="col")
-    pal = sns.color_palette("viridis", spectra["client"].nunique())
+    pal = client_palette(spectra["client"])
     for j, p in enumerate(params):
         f = spectra[spectra["param"] == p].assign(index=lambda d: d["index"] + 1)
         f = f.assign(energy=f.groupby("client")["sigma"].transform(lambda s: (s**2).cumsum() / max((s**2).sum(), 1e-30)))
@@ -106,9 +125,9 @@ def plot_singular_spectra(spectra: pd.DataFrame, rank: int = 6, title: str = "")
         sns.lineplot(f, x="index", y="energy", ax=axes[1, j], **kw)
         full = int(f["index"].max())
         note = " (sent dense)" if full <= rank else ""
-        axes[0, j].set(yscale="log", title=f"{p} [{full} singular values]{note}", xlabel="",
-                       ylabel=r"singular value of $\Delta_i$")
-        axes[1, j].set(ylim=(0, 1.05), xlabel="rank r", ylabel=r"energy kept $\sum_{k\leq r}\sigma_k^2/\|\Delta_i\|_F^2$")
+        axes[0, j].set(yscale="log", title=f"{p}: {full} singular values{note}", xlabel="",
+                       ylabel=r"singular value of $\Delta_i$" if j == 0 else "")
+        axes[1, j].set(ylim=(0, 1.05), xlabel="rank r", ylabel=r"energy kept (share of $\|\Delta_i\|_F^2$)" if j == 0 else "")
         if rank < full:
             for ax in axes[:, j]:
                 ax.axvline(rank, color="k", ls=":", lw=1)
@@ -116,9 +135,8 @@ def plot_singular_spectra(spectra: pd.DataFrame, rank: int = 6, title: str = "")
             right = rank > 0.6 * full
             axes[1, j].annotate(f"r = {rank}: {e.mean():.0%} (mean)", (rank, e.mean()), xytext=(-8 if right else 8, -16),
                                 textcoords="offset points", fontsize="small", ha="right" if right else "left")
-    handles = [plt.Line2D([], [], color=c, lw=1.5) for c in pal]
-    fig.legend(handles, [str(c) for c in sorted(spectra["client"].unique())], title="client",
-               loc="outside right center", fontsize="x-small")
+    handles = [plt.Line2D([], [], color=c, lw=1.5) for c in pal.values()]
+    fig.legend(handles, [str(c) for c in pal], title="client", loc="outside right center", fontsize="small")
     fig.suptitle(title or r"spectra of the local updates $\Delta_i = W_L - W_0$")
     return fig
 
@@ -179,21 +197,23 @@ def plot_variant_bars(rows: pd.DataFrame, methods_variants: Sequence[tuple[str, 
     order = [name(m, v) for m, v in methods_variants if name(m, v) in set(f["label"])]
     colour = {name(m, v): method_color(v if m == "pace" and v != "full" else m) for m, v in methods_variants}
     fig, ax = plt.subplots(figsize=(COLUMN + 1.0, 0.42 * len(order) + 1.0))
-    sns.barplot(f, y="label", x=metric, order=order, hue="label", palette=colour, errorbar="sd", ax=ax, legend=False)
+    sns.barplot(f, y="label", x=metric, order=order, hue="label", palette=colour, errorbar="sd", ax=ax, legend=False,
+                saturation=1)
     means, sds = f.groupby("label")[metric].mean(), f.groupby("label")[metric].std().fillna(0)
     for i, lab in enumerate(order):
-        ax.text(means[lab] + sds[lab], i, f"  {means[lab]:.2f}", va="center", fontsize="x-small")
-    ax.set(xlim=(max(0, means.min() - 10), (means + sds).max() + 4), ylabel="variant",
+        ax.text(means[lab] + sds[lab], i, f"  {means[lab]:.1f}", va="center", fontsize="small")
+    ax.set(xlim=(0, min(100, (means + sds).max() + 12)), ylabel="variant",
            xlabel="pooled test accuracy (%, mean ± sd over seeds)", title=title or "consensus / return variants")
     return fig
 
 
 def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, frozen_rank: int = 6,
                     title: str = "") -> plt.Figure:
-    """PACE Fig. 3: accuracy vs rank per dataset (dashed: Local; dotted: frozen rank) and
-    upload / return bytes relative to dense tensors. Rank 0 = Dense (plotted at the right).
+    """PACE Fig. 3: accuracy vs rank, one panel per dataset in the paper's order (line: mean over
+    seeds, band: ± sd; dashed: Local; dotted: the frozen rank), and upload / return bytes relative
+    to dense tensors (mean over datasets). Rank 0 = dense (plotted at the right).
     ``rows``: result rows of method ``pace`` variant ``full`` (several ranks) and ``local``.
-    ``paper``: optional paper values (Table 5: ``dataset, rank, metric, value``)."""
+    ``paper``: optional paper values (Table 5: ``dataset, rank, metric, value``), drawn as ×."""
     _require(rows, ["dataset", "method", "variant", "rank", "receiver", "acc", "upload_ratio", "return_ratio"],
              "plot_rank_study")
     pooled = rows[rows["receiver"] < 0]
@@ -201,41 +221,60 @@ def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, froze
     _require(pace, ["rank"], "plot_rank_study (pace/full rows)")
     ranks = sorted(r for r in pace["rank"].unique() if r > 0)
     pos = {r: i for i, r in enumerate(ranks)} | {0: len(ranks)}
-    ticks = [str(r) for r in ranks] + (["Dense"] if (pace["rank"] == 0).any() else [])
-    datasets = list(dict.fromkeys(pace["dataset"]))
-    fig, axes = plt.subplots(1, len(datasets) + 1, figsize=(max(FULL, 2.3 * (len(datasets) + 1)), ROW), squeeze=False)
+    ticks = [str(r) for r in ranks] + (["dense"] if (pace["rank"] == 0).any() else [])
+    datasets = _datasets(pace["dataset"])
+    fig, axes = plt.subplots(1, len(datasets) + 1, figsize=(max(FULL, 2.3 * (len(datasets) + 1)), ROW + 0.3),
+                             squeeze=False)
     axes = axes[0]
+    has_paper = paper is not None and len(paper)
     for ax, ds in zip(axes, datasets):
         f = pace[pace["dataset"] == ds].assign(x=lambda d: d["rank"].map(pos))
-        sns.lineplot(f, x="x", y="acc", marker="o", color=method_color("pace"), errorbar="sd", ax=ax, label="PACE")
+        sns.lineplot(f, x="x", y="acc", marker=method_marker("pace"), color=method_color("pace"), errorbar="sd", ax=ax,
+                     legend=False)
         loc = pooled[(pooled["dataset"] == ds) & (pooled["method"] == "local")]["acc"]
         if len(loc):
-            ax.axhline(loc.mean(), color=method_color("local"), ls="--", lw=1, label=method_label("local"))
-        if paper is not None and len(paper):
+            ax.axhline(loc.mean(), color=method_color("local"), ls="--", lw=1)
+        if has_paper:
             pv = paper[(paper["dataset"] == ds) & (paper["metric"] == "acc") & paper["rank"].isin(list(pos))]
             if len(pv):
-                ax.plot(pv["rank"].map(pos), pv["value"], "x", color="k", ms=5, label="paper")
-        ax.set(title=ds, xlabel="rank r", ylabel="accuracy (%)")
+                ax.plot(pv["rank"].map(pos), pv["value"], "x", color="k", ms=6, mew=1.2)
+        ax.set(title=ds, xlabel="rank r", ylabel="pooled accuracy (%)" if ds == datasets[0] else "")
     byt = pace.groupby("rank")[["upload_ratio", "return_ratio"]].mean().reset_index()
     byt = byt.assign(x=byt["rank"].map(pos)).sort_values("x")
     last = axes[-1]
-    last.plot(byt["x"], byt["upload_ratio"], "o-", color="#1f77b4", label="upload")
-    last.plot(byt["x"], byt["return_ratio"], "s-", color="#ff7f0e", label="return")
-    if paper is not None and len(paper):
-        for metric, colour in (("upload_pct", "#1f77b4"), ("return_pct", "#ff7f0e")):
+    for col, direction, marker in (("upload_ratio", "upload", "o"), ("return_ratio", "return", "s")):
+        last.plot(byt["x"], byt[col], marker=marker, ls="-", color=DIRECTION_COLORS[direction], ms=4)
+    if has_paper:
+        for metric, direction in (("upload_pct", "upload"), ("return_pct", "return")):
             pv = paper[(paper["metric"] == metric) & paper["rank"].isin(list(pos))]
-            last.plot(pv["rank"].map(pos), pv["value"], "x", color=colour, ms=5)
-    last.set(yscale="log", title="communication", xlabel="rank r", ylabel="bytes / dense bytes (%)")
+            pv = pv.groupby("rank")["value"].mean().reset_index()
+            last.plot(pv["rank"].map(pos), pv["value"], "x", color=DIRECTION_COLORS[direction], ms=6, mew=1.2)
+    last.set(yscale="log", title="communication (mean of datasets)", xlabel="rank r", ylabel="bytes (% of dense)")
+    last.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g} %"))
+    last.yaxis.set_minor_formatter("")
     for ax in axes:
         ax.set_xticks(range(len(ticks)), ticks)
         if frozen_rank in pos:
             ax.axvline(pos[frozen_rank], color="k", ls=":", lw=1)
-        ax.legend(fontsize="x-small")
-    fig.suptitle(title or "rank sensitivity and communication (PACE Fig. 3; × = paper)")
+    pc, lc = method_color("pace"), method_color("local")
+    handles = [plt.Line2D([], [], color=pc, marker=method_marker("pace")),
+               plt.matplotlib.patches.Patch(color=pc, alpha=0.25), plt.Line2D([], [], color=lc, ls="--"),
+               plt.Line2D([], [], color="k", ls=":"),
+               plt.Line2D([], [], color=DIRECTION_COLORS["upload"], marker="o"),
+               plt.Line2D([], [], color=DIRECTION_COLORS["return"], marker="s")]
+    labels = [method_label("pace"), "± sd over seeds", method_label("local"), f"frozen rank {frozen_rank}",
+              "upload", "return"]
+    if has_paper:
+        handles.append(plt.Line2D([], [], color="k", marker="x", ls=""))
+        labels.append("paper (Table 5)")
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4), fontsize="small")
+    fig.suptitle(title or "rank sensitivity and communication (PACE Fig. 3)")
     return fig
 
 
 # ------------------------------------------------------------------ 03 α paths
+STAR = "#0072B2"  # the CNLL α* (blue: apart from PACE's vermillion under deuteranopia)
+
 def plot_alpha_paths(paths: pd.DataFrame, alpha_star: pd.Series | dict | None = None, ncols: int = 5,
                      title: str = "") -> plt.Figure:
     """CNLL along the logit segment z(α) = (1−α) z_L + α z_E, per receiver: validation NLL
@@ -258,21 +297,19 @@ def plot_alpha_paths(paths: pd.DataFrame, alpha_star: pd.Series | dict | None = 
         r = receivers[i]
         f = paths[paths["receiver"] == r].sort_values("alpha")
         top.plot(f["alpha"], f["val_nll"], color="k", lw=1.2)
-        bot.plot(f["alpha"], 100 * f["val_acc"], color="#1f77b4", lw=1, ls="--")
+        bot.plot(f["alpha"], 100 * f["val_acc"], color=method_color("local"), lw=1.2, ls="--")
         bot.plot(f["alpha"], 100 * f["test_acc"], color=method_color("pace"), lw=1)
-        top.set_title(f"receiver {r}" + (f"  α*={float(stars[r]):.2f}" if r in stars else ""), fontsize="small")
+        top.set_title(f"receiver {r}" + (f"\nα* = {float(stars[r]):.2f}" if r in stars else ""), fontsize="small")
         if r in stars:
             a = float(stars[r])
             for ax in (top, bot):
-                ax.axvline(a, color="#2ca02c", lw=1.2)
-            top.plot([a], [np.interp(a, f["alpha"], f["val_nll"])], "o", color="#2ca02c", ms=4, clip_on=False)
-        top.set_ylabel("val NLL" if i % ncols == 0 else "")
+                ax.axvline(a, color=STAR, lw=1.2)
+            top.plot([a], [np.interp(a, f["alpha"], f["val_nll"])], "o", color=STAR, ms=4, clip_on=False)
+        top.set_ylabel("validation NLL" if i % ncols == 0 else "")
         bot.set_ylabel("accuracy (%)" if i % ncols == 0 else "")
         bot.set(xlim=(0, 1), xlabel="α" if i // ncols == groups - 1 else "")
-        top.tick_params(labelsize="x-small")
-        bot.tick_params(labelsize="x-small")
-    handles = [plt.Line2D([], [], color="k", lw=1.2), plt.Line2D([], [], color="#1f77b4", ls="--"),
-               plt.Line2D([], [], color=method_color("pace")), plt.Line2D([], [], color="#2ca02c")]
+    handles = [plt.Line2D([], [], color="k", lw=1.2), plt.Line2D([], [], color=method_color("local"), ls="--"),
+               plt.Line2D([], [], color=method_color("pace")), plt.Line2D([], [], color=STAR)]
     fig.legend(handles, ["validation NLL", "validation accuracy", "test accuracy", "CNLL α* (Eq. 10)"],
                loc="outside lower center", ncols=4, fontsize="small")
     fig.suptitle(title or r"CNLL per receiver along $z(\alpha) = (1-\alpha)\,z_L + \alpha\,z_E$ (Eq. 1)")
@@ -294,108 +331,37 @@ def plot_alpha_utilisation(util: pd.DataFrame, paper: pd.DataFrame | None = None
     if paper is not None and len(paper):
         long = pd.concat([long, paper[paper["metric"].isin(metrics)][["dataset", "metric", "value"]]
                           .assign(source="paper")], ignore_index=True)
-    datasets = list(dict.fromkeys(long["dataset"]))
+    datasets = _datasets(long["dataset"])
     labels = {"alpha_mean": ("mean α*", "mean CNLL coefficient over receiver–seed units"),
               "alpha_zero_pct": ("α* = 0 (%)", "share of units that keep Local exactly (α* = 0)"),
               "upload_pct": ("upload (%)", "client upload, % of dense float32 model bytes"),
               "return_pct": ("return (%)", "personalized return, % of dense float32 model bytes")}
-    fig, axes = plt.subplots(4, 1, figsize=(FULL, 4 * ROW * 0.6), sharex=True)
-    pal = {"ours": method_color("pace"), "paper": "#bdbdbd"}
+    fig, axes = plt.subplots(4, 1, figsize=(FULL, 4 * ROW * 0.68), sharex=True)
+    pal = {"ours": method_color("pace"), "paper": "#BBBBBB"}
+    fmt = {"alpha_mean": "%.2f", "alpha_zero_pct": "%.0f", "upload_pct": "%.1f", "return_pct": "%.1f"}
+    ran = set(ours["dataset"])
     for ax, m in zip(axes, metrics):
         f = long[long["metric"] == m]
         sns.barplot(f, x="dataset", y="value", hue="source", order=datasets, hue_order=[h for h in pal if h in set(long["source"])],
-                    palette=pal, ax=ax, errorbar=None, legend=m == metrics[0])
+                    palette=pal, ax=ax, errorbar=None, legend=m == metrics[0], saturation=1)
         for cont in ax.containers:
-            ax.bar_label(cont, fmt="%.3g", fontsize="xx-small", padding=1)
+            ax.bar_label(cont, fmt=fmt[m], fontsize="small", padding=1)
+        for i, d in enumerate(datasets):
+            if d not in ran:
+                ax.text(i - 0.2, 0, "not run", rotation=90, ha="center", va="bottom", fontsize="small",
+                        fontstyle="italic", color="#555555")
         ax.set(ylabel=labels[m][0], xlabel="")
         ax.set_title(labels[m][1], loc="left", fontsize="small", fontweight="normal")
         ax.margins(y=0.3)
     axes[-1].set_xlabel("dataset")
     if axes[0].get_legend() is not None:
-        axes[0].legend(fontsize="x-small", ncols=2, loc="upper right")
+        axes[0].get_legend().remove()
+        handles = [plt.matplotlib.patches.Patch(color=c) for c in pal.values()]
+        fig.legend(handles, list(pal), fontsize="small", ncols=2, loc="outside lower center")
     fig.suptitle(title or "CNLL utilisation and communication at rank 6 (PACE Table 3)")
     return fig
 
 
-# ------------------------------------------------------------------ 04 receiver harm
-def _setting_labels(frame: pd.DataFrame) -> list[str]:
-    """Dataset names, with the setting (partition, K, β) added where a dataset repeats."""
-    labels = frame["dataset"].astype(str).tolist()
-    keys = [c for c in ("partition", "num_clients", "beta") if c in frame.columns]
-    if len(set(labels)) == len(labels) or not keys:
-        return labels
-    return [f"{d} ({', '.join(f'{k}={v}' for k, v in zip(keys, r) if v == v)})"
-            for d, r in zip(labels, frame[keys].itertuples(index=False))]
-
-
-def plot_paired_differences(paired: pd.DataFrame, metrics: Sequence[str] = ("acc", "f1_weighted"),
-                            title: str = "") -> plt.Figure:
-    """PACE Fig. 4a–b: mean seed-paired difference with its 95 % t interval per dataset,
-    Win/Tie/Loss on the right. ``paired``: :func:`pace_nb.analysis.diagnostics.paired_summary`."""
-    _require(paired, ["dataset", "metric", "mean", "ci_low", "ci_high", "wins", "ties", "losses"],
-             "plot_paired_differences")
-    metrics = [m for m in metrics if m in set(paired["metric"])]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(FULL, 0.45 * paired["dataset"].nunique() + 1.1), squeeze=False)
-    names = {"acc": "accuracy", "f1_weighted": "weighted F1", "f1_macro": "macro F1"}
-    for ax, m in zip(axes[0], metrics):
-        f = paired[paired["metric"] == m].reset_index(drop=True)
-        y = np.arange(len(f))[::-1]
-        lo = (f["mean"] - f["ci_low"]).fillna(0).clip(lower=0)
-        hi = (f["ci_high"] - f["mean"]).fillna(0).clip(lower=0)
-        ax.errorbar(f["mean"], y, xerr=[lo, hi], fmt="o", color=method_color("pace"), capsize=3, ms=4)
-        ax.axvline(0, color="k", lw=0.8)
-        ax.set_yticks(y, _setting_labels(f))
-        ax.set(xlabel=f"PACE − Local, {names.get(m, m)} (points)", ylabel="dataset" if m == metrics[0] else "",
-               title=f"({'ab'[metrics.index(m)]}) {names.get(m, m)}")
-        sec = ax.secondary_yaxis("right")
-        sec.set_yticks(y, [f"{w}/{t}/{l}" for w, t, l in zip(f["wins"], f["ties"], f["losses"])])
-        sec.tick_params(length=0, labelsize="x-small")
-        sec.set_ylabel("W/T/L", fontsize="x-small")
-        ax.set_ylim(-0.7, len(f) - 0.3)
-    fig.suptitle(title or "seed-paired differences with 95 % paired t intervals (PACE Fig. 4)")
-    return fig
-
-
-def plot_harm_units(harm: pd.DataFrame, worst: pd.DataFrame | None = None, title: str = "") -> plt.Figure:
-    """PACE Fig. 4c: helped / tied / harmed receiver–seed units per dataset (stacked bars);
-    labels give the worst fixed-receiver five-seed mean. ``harm``: ``dataset, helped, tied,
-    harmed``; ``worst``: ``dataset, mean_diff`` per receiver (receiver means) or ``worst_mean``."""
-    _require(harm, ["dataset", "helped", "tied", "harmed"], "plot_harm_units")
-    fig, ax = plt.subplots(figsize=(COLUMN + 0.8, max(2.0, 0.45 * len(harm) + 1.3)))
-    y = np.arange(len(harm))[::-1]
-    left = np.zeros(len(harm))
-    for k in ("helped", "tied", "harmed"):
-        v = harm[k].to_numpy(dtype=float)
-        ax.barh(y, v, left=left, color=OUTCOME_COLORS[k], label=k)
-        for yi, l, vi in zip(y, left, v):
-            if vi > 0:
-                ax.text(l + vi / 2, yi, f"{int(vi)}", ha="center", va="center", fontsize="x-small")
-        left += v
-    labels = _setting_labels(harm)
-    if worst is not None and len(worst) and harm["dataset"].is_unique:
-        col = "mean_diff" if "mean_diff" in worst.columns else "worst_mean"
-        wm = worst.groupby("dataset")[col].min()
-        labels = [f"{d} ({wm[d]:+.2f})" if d in wm.index else d for d in harm["dataset"]]
-    ax.set_yticks(y, labels)
-    ax.set(xlabel="receiver–seed units", ylabel="dataset",
-           title=title or "helped / tied / harmed receiver–seed units\n(in brackets: worst fixed-receiver mean, points)")
-    fig.legend(fontsize="small", ncols=3, loc="outside lower center")
-    return fig
-
-
-def plot_receiver_means(means: pd.DataFrame, title: str = "") -> plt.Figure:
-    """Per-receiver five-seed mean PACE − Local difference (bar) and worst seed (tick),
-    per dataset. ``means``: :func:`pace_nb.analysis.diagnostics.receiver_means`."""
-    _require(means, ["dataset", "receiver", "mean_diff", "min_diff"], "plot_receiver_means")
-    datasets = list(dict.fromkeys(means["dataset"]))
-    fig, axes = _grid(len(datasets), 3, width=FULL if len(datasets) > 1 else COLUMN + 1, height=ROW)
-    for ax, ds in zip(axes, datasets):
-        f = means[means["dataset"] == ds].sort_values("receiver")
-        colours = [OUTCOME_COLORS["helped" if v > 0.01 else "harmed" if v < -0.01 else "tied"] for v in f["mean_diff"]]
-        ax.bar(f["receiver"].astype(str), f["mean_diff"], color=colours)
-        ax.plot(f["receiver"].astype(str), f["min_diff"], "_", color="k", ms=8, label="worst seed")
-        ax.axhline(0, color="k", lw=0.8)
-        ax.set(title=ds, xlabel="receiver", ylabel="mean PACE − Local (points)")
-    axes[0].legend(fontsize="x-small")
-    fig.suptitle(title or "per-receiver seed means of PACE − Local")
-    return fig
+# ------------------------------------------------------------------ 04 receiver harm (viz/harm.py)
+from pace_nb.viz.harm import (_in_order, _setting_labels, plot_harm_units, plot_paired_differences,  # noqa: E402,F401
+                              plot_receiver_means)

@@ -19,7 +19,7 @@ from pace_nb.analysis.spear_comparison import comparison_label
 from pace_nb.core.errors import ConfigError
 from pace_nb.methods.registry import method_label
 from pace_nb.data.datasets import dataset_order
-from pace_nb.viz.style import FULL, ROW, method_color, panel_grid
+from pace_nb.viz.style import FULL, ROW, method_color, method_marker, not_run, panel_grid
 
 _COLS = ["dataset", "num_clients", "method", "ours", "ours_std", "paper", "n_seeds"]
 
@@ -45,27 +45,31 @@ def scaling_frame(comparisons: Mapping[str, pd.DataFrame], methods: Sequence[str
 
 
 def plot_client_scaling(frame: pd.DataFrame, ncols: int = 3, title: str = "") -> plt.Figure:
-    """One panel per dataset: accuracy vs K for each method — ours as lines with ± std bars
-    (settings not run are absent), the paper's values as × in the same colour."""
+    """One panel per dataset of the paper's scope (the paper's order): accuracy vs K for each
+    method — ours as lines with ± std bars, the paper's values as × in the same colour; a dataset
+    with no stored results says "not run" (its paper values still drawn)."""
     ran = frame.dropna(subset=["ours"])
     if ran.empty:
         raise ConfigError("plot_client_scaling: no entries run (run configs/pace_main.toml first)")
-    datasets = sorted(set(ran["dataset"]), key=dataset_order)  # datasets never run are left out
+    datasets = sorted(set(frame["dataset"]), key=dataset_order)
+    methods = list(dict.fromkeys(frame["method"]))
     fig, axes = panel_grid(len(datasets), ncols, width=FULL, height=ROW)
-    for ax, d in zip(axes, datasets):
+    for i, (ax, d) in enumerate(zip(axes, datasets)):
         g = frame[frame["dataset"] == d]
         for m, gm in g.groupby("method", sort=False):
             gm = gm.sort_values("num_clients")
             c = method_color(m)
             run = gm.dropna(subset=["ours"])
             if len(run):
-                ax.errorbar(run["num_clients"], run["ours"], yerr=run["ours_std"].fillna(0), color=c, marker="o",
-                            ms=3.5, lw=1.4, capsize=2, label=method_label(m))
+                ax.errorbar(run["num_clients"], run["ours"], yerr=run["ours_std"].fillna(0), color=c,
+                            marker=method_marker(m), ms=4, lw=1.4, capsize=2)
             ax.scatter(gm["num_clients"], gm["paper"], marker="x", color=c, s=28, zorder=4)
-        ax.set(title=d, xlabel="clients K", ylabel="accuracy (%)", xticks=sorted(frame["num_clients"].unique()))
-    for ax in axes[len(datasets):]:
-        ax.set_visible(False)
-    handles, labels = axes[0].get_legend_handles_labels()
+        if g["ours"].isna().all():
+            not_run(ax)
+        ax.set(title=d, xlabel="clients K" if i >= len(datasets) - ncols else "",
+               ylabel="accuracy (%)" if i % ncols == 0 else "", xticks=sorted(frame["num_clients"].unique()))
+    handles = [plt.Line2D([], [], color=method_color(m), marker=method_marker(m)) for m in methods]
+    labels = [method_label(m) for m in methods]
     handles.append(plt.Line2D([], [], marker="x", ls="", color="k"))
     labels.append("paper")
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5), fontsize="small")
@@ -74,18 +78,19 @@ def plot_client_scaling(frame: pd.DataFrame, ncols: int = 3, title: str = "") ->
 
 
 def comparison_frame(comparisons: Mapping[str, pd.DataFrame], metric: str = "acc") -> pd.DataFrame:
-    """``dataset, method, ours, ours_std, paper, n_seeds`` of SPEAR Tab. 1 (entries run or with a paper value)."""
-    f = _entries(comparisons, ("spear-1",), metric).drop(columns="num_clients")
-    return f.dropna(subset=["ours", "paper"], how="all").reset_index(drop=True)
+    """``dataset, method, ours, ours_std, paper, n_seeds`` of SPEAR Tab. 1: every entry of its scope
+    (ours NaN where not run, so that a dataset never run is drawn as "not run")."""
+    return _entries(comparisons, ("spear-1",), metric).drop(columns="num_clients").reset_index(drop=True)
 
 
 def plot_spear_comparison(frame: pd.DataFrame, ncols: int = 3, title: str = "") -> plt.Figure:
     """Horizontal bars: every method's accuracy per dataset (ours, ± std), the paper's value as ×;
-    ``ncols`` panels per row, methods in one order everywhere (best mean accuracy first)."""
+    ``ncols`` panels per row, methods in one order everywhere (best mean accuracy first); a dataset
+    of the paper's scope without stored results says "not run"."""
     ran = frame.dropna(subset=["ours"])
     if ran.empty:
         raise ConfigError("plot_spear_comparison: no entries run (run configs/spear_comparison.toml first)")
-    datasets = sorted(set(ran["dataset"]), key=dataset_order)
+    datasets = sorted(set(frame["dataset"]), key=dataset_order)
     methods = ran.groupby("method")["ours"].mean().sort_values(ascending=False).index.tolist()  # best first
     fig, axes = panel_grid(len(datasets), ncols, width=FULL, height=0.22 * len(methods) + 1.4, sharey=True)
     y = np.arange(len(methods))[::-1]
@@ -96,8 +101,12 @@ def plot_spear_comparison(frame: pd.DataFrame, ncols: int = 3, title: str = "") 
                 error_kw={"lw": 0.8, "capsize": 1.5})
         ax.scatter(g["paper"], y, marker="x", color="k", s=22, zorder=4)
         seeds = int(g["n_seeds"].max()) if g["n_seeds"].notna().any() else 0
+        if g["ours"].isna().all():
+            not_run(ax)
+            ax.set(title=d, xlabel="accuracy (%)", xlim=(0, 100))
+            continue
         ax.set(title=f"{d} ({seeds} seed{'s' if seeds != 1 else ''})", xlabel="accuracy (%)", xlim=(0, 100))
-    axes[0].set_yticks(y, [comparison_label(m) for m in methods], fontsize="small")  # shared y
+    axes[0].set_yticks(y, [comparison_label(m) for m in methods])  # shared y
     paper = "× paper" if frame["paper"].notna().any() else "no paper values in the available text"
-    fig.suptitle(title or f"SPEAR Tab. 1: global model on the complete graph (Dirichlet β = 0.05, K = 10; {paper})")
+    fig.suptitle(title or f"SPEAR Tab. 1: global model on the complete graph\n(Dirichlet β = 0.05, K = 10; ours ± std; {paper})")
     return fig

@@ -4,27 +4,64 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
-import seaborn as sns
+from matplotlib.ticker import FuncFormatter
 
-from pace_nb.viz.style import COLUMN, FULL, ROW, method_color, panel_grid as _grid, require_columns as _require
+from pace_nb.core.errors import ConfigError
+from pace_nb.core.schema import SPEAR_VARIANT_LABELS
+from pace_nb.methods.registry import method_label
+from pace_nb.viz.style import (FULL, ROW, client_palette, method_color, method_marker, panel_grid as _grid,
+                              require_columns as _require)
+
+
+#: Class colours: Okabe–Ito (up to 8 classes), then Paul Tol's muted scheme.
+_CLASS_COLORS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000",
+                 "#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#882255", "#AA4499", "#DDDDDD")
+#: What SPEAR's text says of Fig. 2's cosine silhouettes on Cora (§3.2): raw features "modestly
+#: positive", FedProto and FedGTA "below −0.29". (comparison, threshold) per representation.
+PAPER_SILHOUETTE: dict[str, tuple[str, float]] = {"raw": (">", 0.0), "fedproto": ("<", -0.29), "fedgta": ("<", -0.29)}
+_REPRESENTATION_LABELS = {"raw": "raw features", "spear": "SPEAR (PPR features)"}
+
+
+def representation_label(rep: str) -> str:
+    """Display name of a representation (raw features, SPEAR's PPR features, a method's hidden layer)."""
+    return _REPRESENTATION_LABELS.get(rep, method_label(rep))
+
+
+def _rep_colour(rep: str) -> str:
+    return method_color("raw features" if rep == "raw" else rep)
+
+
+def paper_silhouette_note(rep: str, ours: float | None) -> str:
+    """"paper < −0.29: not reproduced" (or "reproduced") where SPEAR states a value; else ""."""
+    if rep not in PAPER_SILHOUETTE:
+        return ""
+    op, v = PAPER_SILHOUETTE[rep]
+    claim = f"paper {op} {v:+.2f}".replace("+0.00", "0").replace("-", "−")
+    if ours is None or ours != ours:
+        return claim
+    holds = ours > v if op == ">" else ours < v
+    return f"{claim}: {'reproduced' if holds else 'not reproduced'}"
 
 
 def _class_palette(labels) -> dict:
     classes = sorted(pd.unique(labels))
-    return dict(zip(classes, sns.color_palette("tab10" if len(classes) <= 10 else "tab20", len(classes))))
+    return {c: _CLASS_COLORS[i % len(_CLASS_COLORS)] for i, c in enumerate(classes)}
 
 
 def plot_umap_panels(coords: pd.DataFrame, silhouettes: Mapping[str, float] | None = None,
                      order: Sequence[str] | None = None, title: str = "") -> plt.Figure:
     """SPEAR Fig. 2: UMAP of node representations, top row coloured by class, bottom row by
-    client, cosine silhouette (class labels) in each title. ``coords``: ``representation,
-    x, y, label, client``; ``silhouettes``: representation → score."""
+    client, cosine silhouette (class labels) in each title with the paper's value and whether ours
+    reproduces it. ``coords``: ``representation, x, y, label, client``; ``silhouettes``:
+    representation → score."""
     _require(coords, ["representation", "x", "y", "label", "client"], "plot_umap_panels")
     reps = list(order or dict.fromkeys(coords["representation"]))
-    fig, axes = plt.subplots(2, len(reps), figsize=(max(FULL, 1.8 * len(reps)), 2 * ROW * 0.95), squeeze=False)
+    fig, axes = plt.subplots(2, len(reps), figsize=(max(FULL + 1.2, 1.9 * len(reps) + 1.2), 2 * ROW + 0.5),
+                             squeeze=False)
     cls_pal = _class_palette(coords["label"])
-    cli_pal = dict(zip(sorted(coords["client"].unique()), sns.color_palette("husl", coords["client"].nunique())))
+    cli_pal = client_palette(coords["client"])
     for j, rep in enumerate(reps):
         f = coords[coords["representation"] == rep]
         for i, (col, pal) in enumerate((("label", cls_pal), ("client", cli_pal))):
@@ -34,25 +71,49 @@ def plot_umap_panels(coords: pd.DataFrame, silhouettes: Mapping[str, float] | No
             ax.grid(False)
             if i == 0:
                 s = (silhouettes or {}).get(rep)
-                ax.set_title(rep + ("" if s is None else f"\nsilhouette {s:+.3f}"), fontsize="small")
-        axes[0, 0].set_ylabel("coloured by class")
-        axes[1, 0].set_ylabel("coloured by client")
+                note = paper_silhouette_note(rep, s)
+                ax.set_title(representation_label(rep).replace(" (", "\n(") + ("" if s is None else f"\nsilhouette {s:+.3f}")
+                             + (f"\n{note.replace(': ', chr(10))}" if note else ""), fontsize="small",
+                             color="#B00000" if note.endswith("not reproduced") else "k")
+    axes[0, 0].set_ylabel("coloured by class")
+    axes[1, 0].set_ylabel("coloured by client")
+    dot = lambda c: plt.Line2D([], [], marker="o", ls="", color=c, ms=5)
+    fig.legend([dot(c) for c in cls_pal.values()], [str(k) for k in cls_pal], title="class", ncols=2,
+               loc="outside right upper", fontsize="small")
+    fig.legend([dot(c) for c in cli_pal.values()], [str(k) for k in cli_pal], title="client", ncols=2,
+               loc="outside right lower", fontsize="small")
     fig.suptitle(title or "UMAP of node representations (SPEAR Fig. 2; cosine silhouette by class)")
     return fig
 
 
 def plot_silhouettes(scores: pd.DataFrame, title: str = "") -> plt.Figure:
-    """Cosine silhouette per representation (bars). ``scores``: ``representation, silhouette``."""
+    """Cosine silhouette per representation (bars), the paper's stated value (§3.2) as a dashed
+    mark with "reproduced" / "not reproduced". ``scores``: ``representation, silhouette``."""
     _require(scores, ["representation", "silhouette"], "plot_silhouettes")
-    fig, ax = plt.subplots(figsize=(COLUMN, ROW))
-    colours = [method_color("raw features" if r == "raw" else r) for r in scores["representation"]]
-    ax.bar(scores["representation"], scores["silhouette"], color=colours)
-    for x, v in enumerate(scores["silhouette"]):
-        ax.text(x, v, f"{v:+.3f}", ha="center", va="bottom" if v >= 0 else "top", fontsize="x-small")
+    reps = scores["representation"].tolist()
+    vals = scores["silhouette"].astype(float).tolist()
+    fig, ax = plt.subplots(figsize=(FULL, ROW + 1.0))
+    ax.bar(range(len(reps)), vals, color=[_rep_colour(r) for r in reps], width=0.65)
+    for x, v in enumerate(vals):
+        ax.text(x, v, f"{v:+.2f}", ha="center", va="bottom" if v >= 0 else "top", fontsize="small")
+    for x, (r, v) in enumerate(zip(reps, vals)):
+        if r in PAPER_SILHOUETTE:
+            op, pv = PAPER_SILHOUETTE[r]
+            ax.hlines(pv, x - 0.38, x + 0.38, color="k", ls="--", lw=1.2)
+            note = paper_silhouette_note(r, v).replace(": ", "\n")
+            ax.text(x, pv - 0.04 if op == "<" else max(v, pv) + 0.12, note, ha="center",
+                    va="top" if op == "<" else "bottom", fontsize="small",
+                    color="#B00000" if note.endswith("not reproduced") else "k")
     ax.axhline(0, color="k", lw=0.8)
-    ax.set(ylabel="silhouette (cosine, by class)", xlabel="representation", title=title or "cosine silhouette by class (SPEAR Fig. 2)")
-    ax.tick_params(axis="x", rotation=30)
+    ax.set_xticks(range(len(reps)), [representation_label(r).replace(" (", "\n(") for r in reps])
+    ax.set_ylim(min(-0.55, min(vals) - 0.1), max(1.0, max(vals) + 0.15))
+    ax.set(ylabel="silhouette (cosine, by class)", xlabel="representation (dashed: the paper's value, SPEAR §3.2)",
+           title=title or "cosine silhouette by class (SPEAR Fig. 2)")
     return fig
+
+
+#: SPEAR §5 (Fig. 5), Cora: mean cosine distance of the prototypes to the true class centroids.
+PAPER_PROTOTYPE_DISTANCE = {"local": 0.3217, "global": 0.1997}
 
 
 def plot_prototypes(nodes: pd.DataFrame, protos: pd.DataFrame, distances: Mapping[str, float] | None = None,
@@ -72,12 +133,14 @@ def plot_prototypes(nodes: pd.DataFrame, protos: pd.DataFrame, distances: Mappin
         ax.scatter(p["x"], p["y"], c=p["label"].map(pal).tolist(), marker=marker, s=size, edgecolors="k",
                    linewidths=0.6, zorder=3)
         d = (distances or {}).get(kind)
+        paper = PAPER_PROTOTYPE_DISTANCE[kind]
         ax.set_title(f"({'ab'[kind == 'global']}) {kind} prototypes"
-                     + ("" if d is None else f"\nmean cosine distance to true centroids {d:.4f}"), fontsize="small")
+                     + ("" if d is None else f"\nmean cosine distance to true centroids:\nours {d:.3f}, paper {paper:.3f}"),
+                     fontsize="small")
         ax.set(xticks=[], yticks=[])
         ax.grid(False)
     handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=str(k)) for k, c in pal.items()]
-    fig.legend(handles=handles, title="class", loc="outside right center", fontsize="x-small")
+    fig.legend(handles=handles, title="class", loc="outside right center", fontsize="small")
     fig.suptitle(title or "local vs calibrated global prototypes (SPEAR Fig. 5)")
     return fig
 
@@ -86,58 +149,185 @@ _PARAM_LABELS = {"beta": "Dirichlet β", "gamma": "shrinkage γ", "T": "PPR step
                  "num_clients": "clients K"}
 
 
-def plot_sweeps(sweeps: pd.DataFrame, hue: str = "dataset", ncols: int = 4, title: str = "") -> plt.Figure:
+def _hue_label(hue: str, h) -> str:
+    if hue == "variant":
+        return SPEAR_VARIANT_LABELS.get(h, str(h))
+    if hue == "method":
+        return method_label(h)
+    return str(h)
+
+
+def _hue_colour(hue: str, h, i: int) -> str:
+    if hue in ("method", "variant"):
+        return method_color("spear" if h == "full" else h)
+    return _CLASS_COLORS[i % len(_CLASS_COLORS)]
+
+
+def plot_sweeps(sweeps: pd.DataFrame, hue: str = "dataset", ncols: int = 4, title: str = "",
+                baselines: pd.DataFrame | None = None, beta: float = 0.05) -> plt.Figure:
     """SPEAR Fig. 4: accuracy against each swept hyperparameter, one panel per parameter.
-    ``sweeps``: ``param, value, acc`` and the ``hue`` column (dataset or method); several
-    seeds per point give a ±sd band. Log x-axis for γ."""
+    ``sweeps``: ``param, value, acc`` and the ``hue`` column (dataset, method or variant); several
+    seeds per point give a ± sd band. Log x-axis for γ. ``baselines``: ``method, ours, ours_std``
+    of the compared methods at Dirichlet ``beta`` (SPEAR Tab. 1 entries), drawn on the β panel
+    (Fig. 4(a) compares SPEAR with them over β; the other β are marked "not run")."""
     _require(sweeps, ["param", "value", "acc", hue], "plot_sweeps")
     params = list(dict.fromkeys(sweeps["param"]))
-    fig, axes = _grid(len(params), ncols, height=ROW)
+    fig, axes = _grid(len(params), ncols, height=ROW + 0.2)
     hues = list(dict.fromkeys(sweeps[hue]))
-    if hue in ("method", "variant"):
-        pal = {h: method_color("spear" if h == "full" else h) for h in hues}
-    else:
-        pal = dict(zip(hues, sns.color_palette("colorblind", len(hues))))
+    pal = {h: _hue_colour(hue, h, i) for i, h in enumerate(hues)}
+    marks = {h: method_marker("spear" if h == "full" else str(h)) for h in hues}
+    handles = [plt.Line2D([], [], color=pal[h], marker=marks[h]) for h in hues]
+    labels = [_hue_label(hue, h) for h in hues]
     for i, (ax, p) in enumerate(zip(axes, params)):
         f = sweeps[sweeps["param"] == p].astype({"value": float})
-        sns.lineplot(f, x="value", y="acc", hue=hue, hue_order=hues, palette=pal, marker="o", errorbar="sd",
-                     ax=ax, legend=i == 0, linewidth=1.2)
+        for h in hues:
+            g = f[f[hue] == h].groupby("value")["acc"].agg(["mean", "std", "count"]).reset_index()
+            if g.empty:
+                continue
+            ax.plot(g["value"], g["mean"], color=pal[h], marker=marks[h], ms=4, lw=1.2)
+            if (g["count"] > 1).any():
+                ax.fill_between(g["value"], g["mean"] - g["std"].fillna(0), g["mean"] + g["std"].fillna(0),
+                                color=pal[h], alpha=0.2, lw=0)
         if p == "gamma" and (f["value"] > 0).all():
             ax.set_xscale("log")
+        if p == "beta" and baselines is not None and len(baselines):
+            for m, row in baselines.set_index("method").iterrows():
+                if m == "spear":
+                    continue
+                ax.errorbar([beta], [row["ours"]], yerr=[0 if row["ours_std"] != row["ours_std"] else row["ours_std"]],
+                            color=method_color(m), marker=method_marker(m), ms=4, ls="", capsize=2)
+                if method_label(m) not in labels:
+                    handles.append(plt.Line2D([], [], color=method_color(m), marker=method_marker(m), ls=""))
+                    labels.append(method_label(m))
+            ax.set_title(f"baselines at β = {beta:g} only\n(other β: not run)", fontsize="small",
+                         fontweight="normal", fontstyle="italic")
         ax.set(xlabel=_PARAM_LABELS.get(p, p), ylabel="test accuracy (%)" if i % ncols == 0 else "")
-    if axes[0].get_legend() is not None:
-        axes[0].get_legend().remove()
-        from pace_nb.methods.spear.core import VARIANT_LABELS
-
-        handles = [plt.Line2D([], [], color=pal[h], marker="o") for h in hues]
-        labels = [VARIANT_LABELS.get(h, h) if hue == "variant" else str(h) for h in hues]
-        fig.legend(handles, labels, loc="outside lower center", ncols=len(hues), fontsize="small")
-    fig.suptitle(title or "SPEAR sensitivity (Fig. 4)")
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5), fontsize="small")
+    seeds = sweeps["seed"].nunique() if "seed" in sweeps.columns else 1
+    fig.suptitle(title or f"SPEAR sensitivity (Fig. 4; {seeds} seed{'s' if seeds != 1 else ''} per point)")
     return fig
 
 
-def plot_ours_vs_paper(table: pd.DataFrame, label: str = "label", limit: int = 40, title: str = "") -> plt.Figure:
-    """Every reproduced number as ours − paper (a dot per value, 0 = exact), grouped by table;
-    the ``limit`` largest gaps when there are more. ``table``: ``ours, paper, table`` and a
-    ``label`` column naming the entry (e.g. :func:`pace_nb.viz.frames.ours_vs_paper`)."""
-    _require(table, ["ours", "paper", "table"], "plot_ours_vs_paper")
-    f = table.dropna(subset=["ours", "paper"])
-    _require(f, ["ours"], "plot_ours_vs_paper (rows with both values)")
-    f = f.assign(gap=f["ours"] - f["paper"])
-    shown = f.loc[f["gap"].abs().nlargest(min(limit, len(f))).index] if len(f) > limit else f
-    shown = shown.sort_values(["table", "gap"], key=lambda c: c.astype(str) if c.name == "table" else c)
-    names = shown[label].astype(str).tolist() if label in shown.columns else [str(i) for i in range(len(shown))]
-    fig, ax = plt.subplots(figsize=(FULL, 0.22 * len(shown) + 1.3))
-    y = list(range(len(shown)))[::-1]
-    tabs = list(dict.fromkeys(shown["table"].astype(str)))
-    pal = dict(zip(tabs, sns.color_palette("tab10", len(tabs))))
-    ax.scatter(shown["gap"], y, c=[pal[t] for t in shown["table"].astype(str)], s=18, zorder=3)
-    ax.hlines(y, 0, shown["gap"], color="#bdbdbd", lw=1)
-    ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(y, names, fontsize="x-small")
-    ax.set(xlabel="ours − paper (points; α, byte ratios and unit counts in their own units)", ylabel="reproduced value",
-           title=title or (f"ours vs paper: {len(f)} values compared"
-                           + (f", the {limit} largest gaps shown" if len(f) > limit else "")))
-    handles = [plt.Line2D([], [], marker="o", ls="", color=c) for c in pal.values()]
-    fig.legend(handles, [f"Table {t}" for t in pal], fontsize="x-small", loc="outside right upper")
+_ACCURACY = {"acc", "f1_weighted", "f1_macro", "gap_acc", "gap_f1_weighted", "delta_acc", "max_drop_pts",
+             "worst_mean", "worst_unit"}
+_COMMUNICATION = {"upload_pct", "return_pct", "kib_client", "mib_total", "comm_kb", "comm_mb", "seconds",
+                  "speedup_vs_fedavg"}
+#: Share metrics and the count each is a share of (None: already a share; "alpha": α × 100).
+_SHARES = {"alpha_mean": "alpha", "alpha_zero_pct": None, "helped": "units", "tied": "units", "harmed": "units",
+           "nonnegative_means": "receivers"}
+UNITS = ("accuracy", "communication", "shares")
+
+
+def table_name(table: str) -> str:
+    """Short name of a table id as the papers print it ("PACE Table 1", "SPEAR Tab. 3")."""
+    from pace_nb.analysis.tables import TABLES
+
+    return TABLES.get(table).obj.title.split(":")[0] if table in TABLES else str(table)
+
+
+def _table_key(table: str) -> tuple:
+    t = str(table)
+    return (t.startswith("spear"), int(t) if t.isdigit() else 1000, t)
+
+
+def unit_of(metric: str) -> str:
+    """Which panel of :func:`plot_ours_vs_paper` a metric belongs to."""
+    return ("accuracy" if metric in _ACCURACY else "communication" if metric in _COMMUNICATION
+            else "shares" if metric in _SHARES else "accuracy" if str(metric).endswith("_pts") else "other")
+
+
+def _entry(label: str) -> str:
+    return label.split(": ", 1)[-1]
+
+
+def _shares(f: pd.DataFrame) -> pd.DataFrame:
+    """Share entries of ``f`` (every entry: the counts are looked up there) on one 0–100 % scale
+    (α × 100; counts as a share of their units)."""
+    out = []
+    for _, r in f[f["metric"].isin(list(_SHARES))].iterrows():
+        base = _SHARES[r["metric"]]
+        col = _entry(r["label"]).split(" / ")[-1]
+        if base == "alpha":
+            out.append((r["table"], f"{_entry(r['label'])} (× 100)", 100 * r["ours"], 100 * r["paper"]))
+        elif base is None:
+            out.append((r["table"], _entry(r["label"]), r["ours"], r["paper"]))
+        else:
+            d = f[(f["table"] == r["table"]) & (f["metric"] == base) & f["label"].str.endswith(" / " + col)]
+            if len(d) and d["ours"].iloc[0] and d["paper"].iloc[0]:
+                out.append((r["table"], f"{_entry(r['label'])} (% of {base})", 100 * r["ours"] / d["ours"].iloc[0],
+                            100 * r["paper"] / d["paper"].iloc[0]))
+    return pd.DataFrame(out, columns=["table", "entry", "ours", "paper"])
+
+
+def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str = "label", title: str = "") -> plt.Figure:
+    """Every reproduced number against the paper's, one figure per unit (tables in the papers'
+    order). ``accuracy``: ours − paper in points, a dot per value, one row per table (median
+    and share within ±1 point in the row label); ``communication``: ours ÷ paper per entry (log
+    axis: bytes and seconds in any unit); ``shares``: ours (●) and paper (×) on one 0–100 % scale
+    (mean α* × 100, α* = 0, helped / tied / harmed units, receivers with a non-negative mean).
+    ``table``: ``table, metric, ours, paper`` and a ``label`` column ("<table>: <row> / <col>",
+    :func:`pace_nb.viz.frames.ours_vs_paper`)."""
+    _require(table, ["ours", "paper", "table", "metric", label], "plot_ours_vs_paper")
+    if unit not in UNITS:
+        raise ConfigError(f"unit must be one of {', '.join(UNITS)}; got {unit!r}")
+    every = table.dropna(subset=["ours", "paper"]).rename(columns={label: "label"}).astype({"table": str})
+    f = every[[unit_of(m) == unit for m in every["metric"]]]
+    _require(f, ["ours"], f"plot_ours_vs_paper ({unit}: rows with both values)")
+    tabs = sorted(dict.fromkeys(f["table"]), key=_table_key)
+    colour = lambda t: method_color("spear" if t.startswith("spear") else "pace")
+    if unit == "accuracy":
+        f = f.assign(gap=f["ours"] - f["paper"])
+        fig, ax = plt.subplots(figsize=(FULL, 0.32 * len(tabs) + 1.3))
+        y = {t: len(tabs) - 1 - i for i, t in enumerate(tabs)}
+        rng = np.random.default_rng(0)
+        names = []
+        for t in tabs:
+            g = f[f["table"] == t]["gap"].to_numpy()
+            ax.scatter(g, y[t] + rng.uniform(-0.18, 0.18, len(g)), s=9, color=colour(t), alpha=0.6, lw=0)
+            ax.plot([np.median(g)] * 2, [y[t] - 0.3, y[t] + 0.3], color="k", lw=1.5)
+            names.append(f"{table_name(t)}: {len(g)} values, median {np.median(g):+.1f}, "
+                         f"{100 * np.mean(np.abs(g) <= 1):.0f} % within ±1")
+        ax.set_yticks([y[t] for t in tabs], names)
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set(xlabel="ours − paper (accuracy / F1 points; tick: median)", ylim=(-0.6, len(tabs) - 0.4))
+        heading = f"ours vs paper, accuracy and F1: {len(f)} values in {len(tabs)} tables"
+    elif unit == "communication":
+        f = f.assign(ratio=f["ours"] / f["paper"], key=[_table_key(t) for t in f["table"]]).sort_values("key", kind="stable")
+        fig, ax = plt.subplots(figsize=(FULL, 0.2 * len(f) + 1.3))
+        y = np.arange(len(f))[::-1]
+        ax.scatter(f["ratio"], y, color=[colour(t) for t in f["table"]], s=18, zorder=3)
+        ax.hlines(y, 1, f["ratio"], color="#BBBBBB", lw=1)
+        ax.axvline(1, color="k", lw=0.8)
+        ax.set_yticks(y, [f"{table_name(t)} · {_entry(lab)}: {o:.3g} vs {p:.3g}"
+                          for t, lab, o, p in zip(f["table"], f["label"], f["ours"], f["paper"])])
+        ax.set_xscale("log")
+        lo, hi = float(f["ratio"].min()), float(f["ratio"].max())
+        lim = (min(lo, 0.8) / 1.3, max(hi, 1.25) * 1.3)
+        ax.set(xlabel="ours ÷ paper (1× = the paper's value)", xlim=lim)
+        ax.set_xticks([t for t in (0.01, 0.1, 0.2, 0.5, 1, 2, 5, 10, 100) if lim[0] <= t <= lim[1]])
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+        ax.xaxis.set_minor_formatter("")
+        heading = f"ours vs paper, communication and time: {len(f)} values"
+    else:
+        sh = _shares(every)
+        _require(sh, ["ours"], "plot_ours_vs_paper (shares with their counts)")
+        sh = sh.assign(key=[_table_key(t) for t in sh["table"]]).sort_values("key", kind="stable")
+        fig, ax = plt.subplots(figsize=(FULL, 0.24 * len(sh) + 1.3))
+        y = np.arange(len(sh))[::-1]
+        ax.hlines(y, sh["ours"], sh["paper"], color="#BBBBBB", lw=1.5)
+        ax.scatter(sh["paper"], y, marker="x", color="k", s=24, zorder=3, label="paper")
+        ax.scatter(sh["ours"], y, color=[colour(t) for t in sh["table"]], s=20, zorder=4, label="ours")
+        ax.set_yticks(y, [f"{table_name(t)} · {e.replace('Cora+CiteSeer+PubMed', 'citation datasets')}: {o:.1f} vs {p:.1f}"
+                          for t, e, o, p in zip(sh["table"], sh["entry"], sh["ours"], sh["paper"])])
+        ax.set(xlabel="share (%)", xlim=(-3, 103))
+        heading = f"ours vs paper, shares: {len(sh)} values"
+    ax.set_ylabel("table" if unit == "accuracy" else "reproduced value (ours vs paper)")
+    present = {("SPEAR" if t.startswith("spear") else "PACE") for t in tabs}
+    handles = [plt.Line2D([], [], marker="o", ls="", color=method_color(p.lower())) for p in sorted(present)]
+    labels = [f"ours, {p} tables" for p in sorted(present)]
+    if unit == "shares":
+        handles.append(plt.Line2D([], [], marker="x", ls="", color="k"))
+        labels.append("paper")
+    fig.legend(handles, labels, fontsize="small", loc="outside lower center", ncols=len(labels))
+    fig.suptitle(title or heading)
     return fig

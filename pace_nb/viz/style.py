@@ -16,19 +16,25 @@ import pandas as pd
 import seaborn as sns
 
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.schema import PALETTE
+from pace_nb.core.schema import CLIENT_COLORS, MARKERS, PALETTE
 
 COLUMN, FULL, ROW = 3.4, 7.0, 2.5  # inches: one column, full width, one panel row
 METHOD_COLORS = PALETTE
+#: The smallest text of a saved figure, in points (at the figure's own size).
+MIN_FONT_PT = 8.0
+#: Written where a dataset of the paper's scope has no stored results.
+NOT_RUN = "not run"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
 def set_style(context: str = "paper", font_scale: float = 1.0) -> None:
-    """The one figure style of the package (seaborn whitegrid, paper context, 200 dpi)."""
+    """The one figure style of the package (seaborn whitegrid, paper context, 200 dpi): body text
+    9.6 pt, ticks and legends 8.8 pt, nothing under :data:`MIN_FONT_PT`."""
     sns.set_theme(context=context, style="whitegrid", font_scale=font_scale, rc={
         "figure.dpi": 110, "savefig.dpi": 200, "savefig.bbox": "tight", "axes.titlesize": "medium",
         "axes.titleweight": "bold", "legend.frameon": False, "axes.spines.top": False,
-        "axes.spines.right": False, "pdf.fonttype": 42, "figure.constrained_layout.use": True})
+        "axes.spines.right": False, "pdf.fonttype": 42, "figure.constrained_layout.use": True,
+        "legend.title_fontsize": "small", "figure.titlesize": "medium"})
 
 
 def method_color(method: str) -> str:
@@ -42,6 +48,23 @@ def method_color(method: str) -> str:
 
 def method_palette(methods: Iterable[str]) -> dict[str, str]:
     return {m: method_color(m) for m in methods}
+
+
+def method_marker(method: str) -> str:
+    """Marker of a method (:data:`pace_nb.core.schema.MARKERS`; unknown names: a circle)."""
+    return MARKERS.get(str(method).lower(), "o")
+
+
+def client_palette(clients: Iterable) -> dict:
+    """Categorical client colours (Paul Tol's muted scheme), in sorted client order."""
+    keys = sorted(dict.fromkeys(clients))
+    return {k: CLIENT_COLORS[i % len(CLIENT_COLORS)] for i, k in enumerate(keys)}
+
+
+def not_run(ax, what: str = NOT_RUN) -> None:
+    """Mark an empty panel: the dataset is in the paper's scope but has no stored results."""
+    ax.text(0.5, 0.5, what, transform=ax.transAxes, ha="center", va="center", color="#555555",
+            fontsize="medium", fontstyle="italic")
 
 
 def save_figure(fig, name: str, dir: str | Path = "figures", formats: Sequence[str] = ("png", "pdf"),

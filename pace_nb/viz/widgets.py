@@ -26,8 +26,13 @@ import numpy as np
 import pandas as pd
 
 from pace_nb.core.errors import ConfigError
+from pace_nb.core.schema import DIRECTION_COLORS
+from pace_nb.data.datasets import dataset_order
 from pace_nb.methods.registry import method_label
-from pace_nb.viz.style import FULL, ROW, method_color
+from pace_nb.viz.style import FULL, ROW, client_palette, method_color, method_marker
+
+_STAR = "#0072B2"  # α* (as in the static α-path figure)
+_DATASET_MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 
 #: What a live view redraws: the figure, and optionally a table shown below it.
 View = Callable[[], "tuple[plt.Figure, pd.DataFrame | None]"]
@@ -95,18 +100,20 @@ def live_view(controls: Sequence[Any], view: View, watch: Sequence[Any] | None =
     (``box.redraw()`` redraws on demand)."""
     import ipywidgets as w
 
-    image = w.Image(format="png")
-    table = w.HTML()
+    image = w.Image(format="png", layout=w.Layout(max_width="100%", height="auto"))  # shrinks to the window
+    table = w.HTML(layout=w.Layout(max_width="100%"))
 
     def redraw(*_):
         fig, tab = view()
         image.value = figure_png(fig)
-        table.value = "" if tab is None else tab.to_html(index=False, border=0)
+        table.value = "" if tab is None else ('<div style="max-width:100%;overflow-x:auto">'
+                                              + tab.to_html(index=False, border=0) + "</div>")
 
     for c in (controls if watch is None else watch):
         c.observe(redraw, names="value")
     redraw()
-    box = w.VBox([w.HBox(list(controls)), image] + ([table] if table.value else []))
+    box = w.VBox([w.HBox(list(controls), layout=w.Layout(flex_flow="row wrap")), image] + ([table] if table.value else []),
+                 layout=w.Layout(max_width="100%"))
     box.redraw = redraw
     return box
 
@@ -121,34 +128,35 @@ def alpha_view_figure(logits, paths: pd.DataFrame, receiver: int, alpha: float) 
     if not 0.0 <= float(alpha) <= 1.0:
         raise ConfigError(f"alpha must lie in [0, 1], got {alpha}")
     f = paths[paths["receiver"] == receiver].sort_values("alpha")
-    fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW + 0.2), width_ratios=[1.2, 1])
+    fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW + 0.6), width_ratios=[1.2, 1])
     a.plot(f["alpha"], f["val_nll"], color="k", label="validation NLL")
     a.set(xlabel="α", ylabel="validation NLL", xlim=(0, 1), title=f"receiver {receiver}")
     tw = a.twinx()
     tw.grid(False)
+    tw.plot(f["alpha"], 100 * f["val_acc"], color=method_color("local"), ls="--", label="validation accuracy")
     tw.plot(f["alpha"], 100 * f["test_acc"], color=method_color("pace"), label="test accuracy")
-    tw.set_ylabel("test accuracy (%)")
+    tw.set_ylabel("accuracy (%)")
     star = logits.alpha_star.get(receiver)
     if star is not None:
-        a.axvline(star, color="#2ca02c", lw=1.2, label=f"α* = {star:.2f}")
-    a.axvline(alpha, color="#1f77b4", ls="--", lw=1.2, label=f"α = {alpha:.2f}")
+        a.axvline(star, color=_STAR, lw=1.2, label=f"CNLL α* = {star:.2f}")
+    a.axvline(alpha, color="k", ls=":", lw=1.4, label=f"chosen α = {alpha:.2f}")
     h1, l1 = a.get_legend_handles_labels()
     h2, l2 = tw.get_legend_handles_labels()
-    a.legend(h1 + h2, l1 + l2, fontsize="x-small", loc="upper center")
     tm = logits.test_mask[receiver]
     y = logits.y[receiver][tm]
     c = logits.z_local[receiver].shape[1]
     pred = logits.blend_predictions(receiver, alpha)[tm]
     local = logits.z_local[receiver][tm].argmax(-1)
     x = np.arange(c)
-    for off, vals, lab, col in ((-0.27, y, "truth", "#bdbdbd"), (0.0, local, "Local", method_color("local")),
+    for off, vals, lab, col in ((-0.27, y, "true class", "#DDDDDD"), (0.0, local, "Local", method_color("local")),
                                 (0.27, pred, f"α = {alpha:.2f}", method_color("pace"))):
         b.bar(x + off, np.bincount(vals.numpy(), minlength=c), width=0.27, label=lab, color=col)
     acc = float((pred == y).float().mean()) * 100 if len(y) else float("nan")
     changed = int((pred != local).sum())
     b.set(xticks=x, xlabel="class", ylabel="test nodes",
-          title=f"predictions: acc {acc:.1f} %, {changed} changed vs Local")
-    b.legend(fontsize="x-small")
+          title=f"predictions: accuracy {acc:.1f} %, {changed} changed vs Local")
+    hb, lb = b.get_legend_handles_labels()
+    fig.legend(h1 + h2 + hb, l1 + l2 + lb, fontsize="small", loc="outside lower center", ncols=4)
     return fig
 
 
@@ -197,6 +205,24 @@ def rank_table(rows: pd.DataFrame) -> pd.DataFrame:
         return_pct=("return_ratio", "mean"), seeds=("seed", "nunique")).reset_index()
 
 
+#: Column names of the rank table as shown (units included).
+RANK_COLUMNS = {"dataset": "dataset", "rank": "rank", "acc_mean": "accuracy (%)", "acc_std": "sd (points)",
+                "bytes_up": "upload / client (KiB)", "bytes_down": "return / client (KiB)",
+                "upload_pct": "upload (% of dense)", "return_pct": "return (% of dense)", "seeds": "seeds"}
+
+
+def rank_label(rank: int) -> str:
+    """A rank as the package names it: the number, or "dense" for 0."""
+    return str(int(rank)) if rank else "dense"
+
+
+def rank_display(tab: pd.DataFrame) -> pd.DataFrame:
+    """:func:`rank_table` as shown under the explorer: KiB, one decimal, readable column names."""
+    out = tab.assign(rank=tab["rank"].map(rank_label), bytes_up=tab["bytes_up"] / 1024, bytes_down=tab["bytes_down"] / 1024)
+    return out.round({"acc_mean": 2, "acc_std": 2, "bytes_up": 1, "bytes_down": 1, "upload_pct": 1,
+                      "return_pct": 1}).rename(columns=RANK_COLUMNS)
+
+
 def rank_view_figure(rows: pd.DataFrame, rank: int) -> plt.Figure:
     """Accuracy and bytes per client against rank, the chosen rank highlighted."""
     tab = rank_table(rows)
@@ -204,26 +230,39 @@ def rank_view_figure(rows: pd.DataFrame, rank: int) -> plt.Figure:
     if rank not in ranks:
         raise ConfigError(f"rank {rank} was not run; ranks in these rows: {ranks} (0 = dense)")
     pos = {r: i for i, r in enumerate(ranks)}
-    ticks = [str(r) if r else "Dense" for r in ranks]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW))
-    for ds, f in tab.groupby("dataset"):
+    ticks = [rank_label(r) for r in ranks]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW + 0.5))
+    handles, labels = [], []
+    datasets = sorted(tab["dataset"].unique(), key=dataset_order)
+    for i, ds in enumerate(datasets):
+        f = tab[tab["dataset"] == ds]
         f = f.assign(x=f["rank"].map(pos)).sort_values("x")
-        a.errorbar(f["x"], f["acc_mean"], yerr=f["acc_std"].fillna(0), marker="o", capsize=2, label=ds)
-        b.plot(f["x"], f["bytes_up"] / 1024, "o-", color="#1f77b4", label=f"{ds}: upload")
-        b.plot(f["x"], f["bytes_down"] / 1024, "s-", color="#ff7f0e", label=f"{ds}: return")
+        mk, ls = _DATASET_MARKERS[i % len(_DATASET_MARKERS)], ("-", "--", "-.", ":")[i % 4]
+        a.errorbar(f["x"], f["acc_mean"], yerr=f["acc_std"].fillna(0), marker=mk, ls=ls, capsize=2, ms=4,
+                   color=method_color("pace"))
+        b.plot(f["x"], f["bytes_up"] / 1024, marker=mk, ls=ls, color=DIRECTION_COLORS["upload"], ms=4)
+        b.plot(f["x"], f["bytes_down"] / 1024, marker=mk, ls=ls, color=DIRECTION_COLORS["return"], ms=4)
+        handles.append(plt.Line2D([], [], color="#555555", marker=mk, ls=ls))
+        labels.append(ds)
+    handles += [plt.Line2D([], [], color=method_color("pace"), lw=2), plt.Line2D([], [], color=DIRECTION_COLORS["upload"], lw=2),
+                plt.Line2D([], [], color=DIRECTION_COLORS["return"], lw=2)]
+    labels += [method_label("pace"), "upload", "return"]
     loc = rows[(rows["method"] == "local") & (rows["receiver"] < 0)]
     if len(loc):
-        a.axhline(loc["acc"].mean(), color=method_color("local"), ls="--", lw=1, label=method_label("local"))
+        a.axhline(loc["acc"].mean(), color=method_color("local"), ls="--", lw=1)
+        handles.append(plt.Line2D([], [], color=method_color("local"), ls="--"))
+        labels.append(f"{method_label('local')} (mean of datasets)")
     sel = tab[tab["rank"] == rank]
     for ax in (a, b):
-        ax.axvspan(pos[rank] - 0.3, pos[rank] + 0.3, color="#ffe08a", alpha=0.5, lw=0)
+        ax.axvspan(pos[rank] - 0.3, pos[rank] + 0.3, color="#DDDDDD", alpha=0.8, lw=0)
         ax.set_xticks(range(len(ticks)), ticks)
         ax.set_xlabel("rank r")
-    a.set(ylabel="PACE accuracy (%)", title=f"rank {ticks[pos[rank]]}: {sel['acc_mean'].mean():.2f} %")
+    a.set(ylabel="pooled accuracy (%)", title=f"rank {ticks[pos[rank]]}: {sel['acc_mean'].mean():.2f} %\n(mean of datasets)")
     b.set(yscale="log", ylabel="KiB per client", title=f"upload {sel['upload_pct'].mean():.1f} %, "
-          f"return {sel['return_pct'].mean():.1f} % of dense")
-    a.legend(fontsize="x-small")
-    b.legend(fontsize="x-small")
+          f"return {sel['return_pct'].mean():.1f} %\nof dense bytes")
+    b.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    b.yaxis.set_minor_formatter("")
+    fig.legend(handles, labels, fontsize="small", loc="outside lower center", ncols=min(len(labels), 4))
     return fig
 
 
@@ -232,7 +271,15 @@ def _ranks(tab: pd.DataFrame) -> list[int]:
 
 
 def _rank_view(rows: pd.DataFrame, tab: pd.DataFrame, rank: int):
-    return rank_view_figure(rows, rank), tab[tab["rank"] == rank].round(3)
+    return rank_view_figure(rows, rank), rank_card(tab, rank)
+
+
+def rank_card(tab: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """The rank table's rows at ``rank`` as shown under the explorer: one column per dataset,
+    one row per quantity (narrow enough for a 900 px window)."""
+    shown = rank_display(tab[tab["rank"] == rank]).drop(columns="rank").set_index("dataset").T
+    shown.columns.name = None
+    return shown.reset_index().rename(columns={"index": f"rank {rank_label(rank)}"})
 
 
 def rank_widget(rows: pd.DataFrame, rank: int = 6):
@@ -241,7 +288,7 @@ def rank_widget(rows: pd.DataFrame, rank: int = 6):
 
     tab = rank_table(rows)
     ranks = _ranks(tab)
-    slide = w.SelectionSlider(options=[(str(r) if r else "dense", r) for r in ranks],
+    slide = w.SelectionSlider(options=[(rank_label(r), r) for r in ranks],
                               value=rank if rank in ranks else ranks[0], description="rank",
                               continuous_update=False)
     return live_view([slide], lambda: _rank_view(rows, tab, slide.value))
@@ -271,22 +318,26 @@ def client_view_figure(parts: pd.DataFrame, curves: pd.DataFrame | None, rows: p
     piv.plot.bar(stacked=True, ax=axes[0], color=["#08519c", "#4292c6", "#9ecae1"], width=0.8)
     axes[0].set(xlabel="class", ylabel="nodes", title=f"client {client}: {int(p['count'].sum())} nodes")
     axes[0].tick_params(axis="x", rotation=0)
-    axes[0].legend(fontsize="x-small")
+    axes[0].legend(fontsize="small", title="split")
     if curves is not None and len(curves):
         c = curves[curves["client"] == client]
+        pal = client_palette(c["seed"])
         for seed, g in c.groupby("seed"):
-            axes[1].plot(g["epoch"], g["loss"], lw=1, label=str(seed))
-        axes[1].set(yscale="log", xlabel="epoch", ylabel="training loss", title="training (one line per seed)")
+            axes[1].plot(g["epoch"], g["loss"], lw=1, color=pal[seed])
+        axes[1].set(yscale="log", xlabel="epoch", ylabel="training loss (cross-entropy)",
+                    title=f"training ({c['seed'].nunique()} seeds)")
     if rows is not None and len(rows):
         r = rows[(rows["receiver"] == client) & rows["method"].isin(["local", "pace"])]
         pace = r[(r["method"] == "pace") & (r["variant"] == "full")]
         if len(pace):  # one rank: the paper's 6 when present
             pace = pace[pace["rank"] == (6 if (pace["rank"] == 6).any() else pace["rank"].iloc[0])]
         r = pd.concat([r[r["method"] == "local"], pace])
-        for i, (m, g) in enumerate(r.groupby("method")):
-            axes[2].scatter(np.full(len(g), i), g["acc"], color=method_color(m), s=14)
+        methods = [m for m in ("local", "pace") if m in set(r["method"])]
+        for i, m in enumerate(methods):
+            g = r[r["method"] == m]
+            axes[2].scatter(np.full(len(g), i), g["acc"], color=method_color(m), marker=method_marker(m), s=14)
             axes[2].hlines(g["acc"].mean(), i - 0.3, i + 0.3, color=method_color(m))
-        axes[2].set_xticks(range(r["method"].nunique()), sorted(r["method"].unique()))
+        axes[2].set_xticks(range(len(methods)), [method_label(m).replace(" (Ours)", "") for m in methods])
         axes[2].set(ylabel="test accuracy (%)", title="own test nodes")
     return fig
 
@@ -307,6 +358,6 @@ def client_explorer(parts: pd.DataFrame, curves: pd.DataFrame | None = None, row
              lambda: client_widget(parts, curves, rows, client))
 
 
-__all__ = ["alpha_explorer", "alpha_view_figure", "alpha_widget", "rank_explorer", "rank_table",
+__all__ = ["RANK_COLUMNS", "rank_card", "rank_display", "rank_label", "alpha_explorer", "alpha_view_figure", "alpha_widget", "rank_explorer", "rank_table",
            "rank_view_figure", "rank_widget", "client_explorer", "client_view_figure", "client_widget",
            "figure_png", "live_view", "widgets_available"]
