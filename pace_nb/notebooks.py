@@ -64,6 +64,7 @@ class NotebookContext:
     figures_dir: Path
     saved: list[Path] = field(default_factory=list)
     figure_data: dict[str, str] = field(default_factory=dict)  # name → "stored" (read) | "computed"
+    takes_rank: bool = True  # False: the notebook declares no rank (``rank`` keeps the default, unused)
 
     def cached(self, name: str, compute, **params):
         """``compute()`` (a DataFrame or a dict of arrays) as stored figure data
@@ -86,8 +87,9 @@ class NotebookContext:
         self.saved.extend(save_figure(fig, stem, self.figures_dir))
 
     def describe(self) -> str:
+        rank = f"rank={self.rank}, " if self.takes_rank else ""
         return (f"{self.notebook}: dataset={self.dataset}, clients={self.clients}, seeds={list(self.seeds)}, "
-                f"rank={self.rank}, device={self.device}, figures → {self.figures_dir}")
+                f"{rank}device={self.device}, figures → {self.figures_dir}")
 
     def figure_data_note(self) -> str:
         """Which figure data this run read from the store and which it computed."""
@@ -121,11 +123,12 @@ def notebook_figures_dir(results_dir: str | None = None) -> Path:
 
 
 def setup_notebook(notebook: str, dataset: str, *, clients: int = 10, seeds: int | Sequence[int] = 5,
-                   rank: int = 6, device: str = "auto", interactive: bool = False,
+                   rank: int | None = None, device: str = "auto", interactive: bool = False,
                    data_root: str | None = None, results_dir: str | None = None,
                    figures_dir: str | None = None) -> NotebookContext:
     """Validate a notebook's parameters and prepare its run (style, folders). A notebook passes
-    only the parameters it declares; the others keep these defaults.
+    only the parameters it declares; the others keep these defaults (``rank`` None: the notebook
+    takes no rank; the context keeps the paper's r = 6 and does not print it).
 
     Raises :class:`~pace_nb.core.errors.UnknownNameError` for an unknown dataset and
     :class:`~pace_nb.core.errors.MissingDataError` (naming the folder and files) when its raw
@@ -143,6 +146,8 @@ def setup_notebook(notebook: str, dataset: str, *, clients: int = 10, seeds: int
                 f"set data_root= (or $PACE_NB_DATA) to a folder holding {get_spec(name).folder}/raw, "
                 f"or run with dataset='demo'")
     check_clients(clients, "clients", minimum=2)
+    takes_rank = rank is not None
+    rank = 6 if rank is None else rank
     check_ranks([rank], "rank")
     dev = str(resolve_device(device))
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
@@ -150,7 +155,7 @@ def setup_notebook(notebook: str, dataset: str, *, clients: int = 10, seeds: int
     figs = Path(figures_dir) if figures_dir else notebook_figures_dir(results_dir)
     figs.mkdir(parents=True, exist_ok=True)
     return NotebookContext(notebook, name, clients, resolve_seeds(seeds), rank, dev, bool(interactive),
-                           data_root, results_dir, figs)
+                           data_root, results_dir, figs, takes_rank=takes_rank)
 
 
 # ----------------------------------------------------------------------------- finding notebooks

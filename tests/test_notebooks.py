@@ -284,3 +284,11 @@ def test_your_graph_notebook_runs_on_a_graph_file(tmp_path):
     text = _printed(out)
     assert "4 clients" in text and str(folder) in text
     assert sorted(p.name for p in figs.glob("*.png")) == ["07_harm_units_clinics.png", "07_paired_differences_clinics.png"]
+
+
+def test_describe_names_a_rank_only_when_the_notebook_takes_one(tmp_path):
+    from pace_nb.notebooks import setup_notebook
+
+    plain = setup_notebook("01_local_training", "demo", figures_dir=str(tmp_path))
+    assert "rank=" not in plain.describe() and plain.rank == 6  # figure-data keys keep the paper's r
+    assert "rank=4" in setup_notebook("02_lowrank_transport", "demo", rank=4, figures_dir=str(tmp_path)).describe()
