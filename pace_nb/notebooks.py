@@ -39,6 +39,7 @@ QUICK_PARAMETERS: dict[str, Any] = {
     "ranks": [2, 6, 0], "variants": ["full", "mean"],                      # 02: rank study, Table 2
     "baselines": ["fedavg"], "rounds": 5,                                   # 05: hidden layers
     "sweeps": {"beta": [0.05, 0.15, 0.25], "gamma": [0.01, 0.1, 1.0], "T": [0, 1, 2, 4], "a": [0.0, 0.5, 0.9]},
+    "sweep_datasets": [],                                                   # 05: sweeps on `dataset` only
     "fill_empty": True,                                                     # 06: an in-memory run
 }
 

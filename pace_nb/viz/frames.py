@@ -185,7 +185,8 @@ def sweep_frame(rows: pd.DataFrame, hue: str = "dataset") -> pd.DataFrame:
     out = pd.concat(parts, ignore_index=True)
     if hue not in out.columns:
         raise ConfigError(f"sweep rows have no {hue!r} column")
-    return out[["param", "value", "acc", hue] + [c for c in ("variant", "seed") if c in out.columns and c != hue]]
+    extra = [c for c in ("variant", "dataset", "num_clients", "seed") if c in out.columns and c != hue]
+    return out[["param", "value", "acc", hue] + extra]
 
 
 def local_results_note(rows: pd.DataFrame) -> str:
