@@ -365,3 +365,30 @@ def test_client_accuracy_figure_is_the_same_every_time(tmp_path):
     assert (np.random.get_state()[1] == before).all()  # the caller's generator is left as it was
     paths = [save_figure(f, f"c{i}", tmp_path, formats=("png",))[0] for i, f in enumerate(figs)]
     assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
+def test_sweeps_per_panel_hue_error_bars_and_paper_setting():
+    """β panel by variant, a panel by dataset (SPEAR Fig. 4a/4b); seeds → mean ± sample sd error bars."""
+    acc = {"Cora": [70.0, 72.0, 74.0], "Texas": [60.0, 50.0, 40.0]}
+    rows = [{"param": "beta", "value": b, "acc": 70.0 + s, "variant": v, "dataset": "Cora", "num_clients": 10,
+             "seed": 2024 + s} for b in (0.05, 0.25) for v in ("full", "no_ppr") for s in range(3)]
+    rows += [{"param": "a", "value": v, "acc": acc[d][s] + 10 * v, "variant": "full", "dataset": d,
+              "num_clients": 10 if d == "Cora" else 6, "seed": 2024 + s}
+             for d in acc for v in (0.0, 0.5) for s in range(3)]
+    fig = spear_plots.plot_sweeps(pd.DataFrame(rows), hue={"beta": "variant", "a": "dataset"},
+                                  defaults={"beta": 0.05, "a": 0.5})
+    _labelled(fig)
+    ax_a = fig.axes[1]
+    from matplotlib.colors import same_color
+
+    texas = [c for c in ax_a.containers if same_color(c.lines[0].get_color(), spear_plots._SERIES_COLORS[1])]
+    assert len(texas) == 1, [c.lines[0].get_color() for c in ax_a.containers]
+    texas = texas[0]
+    assert list(texas.lines[0].get_ydata()) == pytest.approx([50.0, 55.0])
+    seg = texas.lines[2][0].get_segments()[0]  # the error bar at a = 0: mean ± sample sd of 60, 50, 40
+    assert (seg[1][1] - seg[0][1]) / 2 == pytest.approx(np.std([60, 50, 40], ddof=1))
+    texts = [[t.get_text() for t in lg.get_texts()] for lg in fig.legends]
+    assert texts == [["SPEAR", "w/o PPR", "paper's setting"], ["Cora (K = 10)", "Texas (K = 6)"]]
+    assert [lg.get_title().get_text() for lg in fig.legends] == ["β panel (Cora)", "a panel"]
+    assert any(ln.get_xdata()[0] == 0.5 and ln.get_linestyle() == ":" for ln in ax_a.lines)
+    assert "3 data seeds" in fig.get_suptitle()
