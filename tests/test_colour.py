@@ -61,3 +61,10 @@ def test_every_registered_method_has_a_colour_and_marker():
     assert names <= set(PALETTE) and set(PALETTE) == set(MARKERS)
     exclusive = {PALETTE["pace"]: "pace", PALETTE["spear"]: "spear"}
     assert all(exclusive.get(c, m) == m for m, c in PALETTE.items())  # vermillion is PACE's, blue SPEAR's
+
+
+def test_sweeps_figure_keeps_ablations_and_baselines_apart():
+    """SPEAR Fig. 4(a) draws the ablations beside the 13 baselines: no colour is used twice there."""
+    keys = FIGURE_GROUPS["SPEAR ablations (Fig. 4)"][0] + FIGURE_GROUPS["SPEAR Tab. 1 (14 methods; labelled bars)"][0]
+    colours = [PALETTE[k].upper() for k in dict.fromkeys(keys)]
+    assert len(set(colours)) == len(colours), sorted(colours)

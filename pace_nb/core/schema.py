@@ -67,9 +67,9 @@ PALETTE: dict[str, str] = {
     "ghost": "#EE6677",
     "oasis": "#228833",
     "centroid_sbm": "#44AA99",  # extra one-shot baseline (not in SPEAR's comparison)
-    "no_shrinkage": "#000000",
-    "no_ppr": "#117733",
-    "no_both": "#E69F00",
+    "no_shrinkage": "#999933",
+    "no_ppr": "#661100",
+    "no_both": "#EE99AA",
 }
 #: One marker per method (same keys as :data:`PALETTE`): methods that share a colour never share a marker.
 MARKERS: dict[str, str] = {
