@@ -162,7 +162,8 @@ METHOD_RUNS = {
     "pace": ({"pace": {"ranks": (6,)}}, {}),
     "spear": ({}, {}),
     "fedcvae": ({"fedcvae": {"epochs": 20, "synthetic_nodes": 300}}, {"params": {"epochs": 20, "synthetic_nodes": 300}}),
-    "oasis": ({}, {}),
+    "oasis": ({"oasis": {"synth_steps": 20, "epochs": 3}}, {"params": {"synth_steps": 20, "epochs": 3}}),
+    "centroid_sbm": ({}, {}),
     "fedsd2c": ({}, {}),  # a one-shot method built from the client's Local model
 }
 ROW_COLUMNS = [c for c in COLUMNS if c not in ("seconds", "params")]
@@ -196,11 +197,11 @@ def test_oneshot_dropout_and_bad_method(fg, parts, evaluator):
     from pace_nb.methods.oneshot.base import OneShotContext, client_phase, complete_graph_scores, server_phase
     from pace_nb.nn.training import TrainConfig
 
-    out = run_inprocess(make_client_app(parts, fail_partitions=(1,)), FlowerSettings(method="oasis", num_clients=K,
-                        epochs=5), evaluation=evaluator)
+    out = run_inprocess(make_client_app(parts, fail_partitions=(1,)), FlowerSettings(method="centroid_sbm",
+                        num_clients=K, epochs=5), evaluation=evaluator)
     assert [d["node_id"] for d in out.dropped] == [2] and "dropped out" in out.dropped[0]["reason"]
     assert json.loads(out.rows.params.iloc[0])["flower"]["participants"] == [0, 2]
-    m = make_oneshot("oasis")
+    m = make_oneshot("centroid_sbm")  # needs no Local model
     ctx = OneShotContext(fg, SEED, TrainConfig(epochs=5), torch.device("cpu"))
     blobs = [client_phase(m, ctx, k, fg.clients[k]) for k in (0, 2)]
     theta, _ = server_phase(m, ctx, blobs)

@@ -179,9 +179,9 @@ def test_nothing_valid_is_a_clear_error(parts):
         _run(parts, every(wire.UPLOAD, _payload(b"junk")), PACE)
 
 
-ONESHOT = FlowerSettings(method="oasis", num_clients=K, epochs=5)
+ONESHOT = FlowerSettings(method="centroid_sbm", num_clients=K, epochs=5)
 ONESHOT_CASES = {
-    "bad magic": (_payload(b"not a message"), "malformed oasis upload"),
+    "bad magic": (_payload(b"not a message"), "malformed centroid_sbm upload"),
     "NaN tensor": (_nan_pace, "holds NaN/inf"),
     "partition_id 99": (_report("partition_id", 99), "partition_id = 99"),
     "oversized": (None, "above the limit"),
@@ -196,7 +196,7 @@ def test_invalid_oneshot_upload_excludes_only_that_client(case, parts, without):
     settings = ONESHOT
     if case == "oversized":
         limit = int(_run(parts, make_client_app(parts), ONESHOT).wire.payload_up.max())
-        settings = FlowerSettings(method="oasis", num_clients=K, epochs=5, max_upload_bytes=limit)
+        settings = FlowerSettings(method="centroid_sbm", num_clients=K, epochs=5, max_upload_bytes=limit)
         mutate = _payload(lowrank.MAGIC + bytes(limit + 1 - len(lowrank.MAGIC)))
     out = _run(parts, _app(parts, mutate, wire.UPLOAD), settings)
     pd.testing.assert_frame_equal(_rows(out), _rows(without(ONESHOT, 0)), check_exact=True)
