@@ -164,4 +164,4 @@ def test_coreset_rows_are_their_own_variant_in_the_comparison_table(fg, one_thre
     assert sorted(got.variant) == ["coreset", "native"]
     scored = dict(zip(got.variant, [s[0] for s in sc.scores(got, rows)]))
     assert scored == {"native": rows.acc.iloc[0], "coreset": rows.acc.iloc[1]}
-    assert {sc.label(e) for _, e in got.iterrows()} == {"FedSD2C", "FedSD2C [coreset]"}
+    assert {sc.label(e) for _, e in got.iterrows()} == {"FedSD2C", "FedSD2C [core-set only]"}
