@@ -352,6 +352,11 @@ def test_reproduction_figures_from_table_comparisons():
     fig = repro.plot_spear_comparison(sc)
     assert [a.get_title() for a in fig.axes] == ["Cora (2 seeds)", "CiteSeer (2 seeds)"]  # registry order
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["SPEAR", "OASIS"]  # best first
+    assert all(len(a.texts) == 0 for a in fig.axes)
+    fig = repro.plot_spear_comparison(repro.comparison_frame(tables.build_tables(
+        spear[~((spear.dataset == "CiteSeer") & (spear.method == "oasis"))], ["spear-1"])))
+    said = {a.get_title(): [t.get_text() for t in a.texts] for a in fig.axes}
+    assert said == {"Cora (2 seeds)": [], "CiteSeer (2 seeds)": ["not run"]}  # OASIS has no CiteSeer rows
 
 
 def test_client_accuracy_figure_is_the_same_every_time(tmp_path):

@@ -105,6 +105,8 @@ def plot_spear_comparison(frame: pd.DataFrame, ncols: int = 3, title: str = "") 
             not_run(ax)
             ax.set(title=d, xlabel="accuracy (%)", xlim=(0, 100))
             continue
+        for yi in y[g["ours"].isna().to_numpy()]:  # a method without results on this dataset
+            ax.text(1, yi, "not run", va="center", ha="left", fontsize=8, color="0.35", style="italic")
         ax.set(title=f"{d} ({seeds} seed{'s' if seeds != 1 else ''})", xlabel="accuracy (%)", xlim=(0, 100))
     axes[0].set_yticks(y, [comparison_label(m) for m in methods])  # shared y
     paper = "× paper" if frame["paper"].notna().any() else "no paper values in the available text"
