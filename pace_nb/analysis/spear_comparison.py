@@ -8,6 +8,7 @@ on CiteSeer (read as per client) and 7246 MB for FedAvg (a width-256 GCN: our va
 """
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -35,8 +36,6 @@ def teacher_ensemble_rows(r: pd.DataFrame) -> pd.DataFrame:
     """DENSE's teachers' ensemble as rows of their own (variant ``teacher_ensemble``): the accuracy
     and F1 on the complete graph that the DENSE row records in ``params`` (what its student
     distils), no bytes or time of their own."""
-    import json
-
     out = []
     for _, row in r[r.method.str.lower() == "dense"].iterrows():
         p = json.loads(row.params) if isinstance(row.params, str) and row.params else {}
