@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from pace_nb.core.schema import PALETTE
+from pace_nb.viz.style import method_color
 from pace_nb.viz.check import figure_problems
 from pace_nb.viz.style import set_style
 
@@ -22,7 +22,7 @@ def _style():
 
 def _fig(**kw):
     fig, ax = plt.subplots(figsize=(4, 3))
-    ax.plot([0, 1], [0, 1], color=kw.get("colour", PALETTE["fedavg"]), label=kw.get("label", "FedAvg"))
+    ax.plot([0, 1], [0, 1], color=kw.get("colour", method_color("fedavg")), label=kw.get("label", "FedAvg"))
     ax.set(title=kw.get("title", "a title"), xlabel="epoch", ylabel="accuracy (%)")
     return fig, ax
 

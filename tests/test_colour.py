@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.schema import CLIENT_COLORS, DIRECTION_COLORS, MARKERS, OUTCOME_COLORS, PALETTE
+from pace_nb.core.schema import CLIENT_COLORS, DIRECTION_COLORS, OUTCOME_COLORS
+from pace_nb.viz.style import markers, palette
 from pace_nb.viz.colour import delta_e, min_delta_e, simulate_cvd, to_lab
 
 #: Methods (palette keys) that share one figure of the gallery, and the smallest ΔE (CIE76, after the
@@ -42,6 +43,7 @@ def test_deuteranopia_keeps_greys_and_merges_red_with_green():
 @pytest.mark.parametrize("name", list(FIGURE_GROUPS))
 def test_methods_sharing_a_figure_stay_apart_under_deuteranopia(name):
     methods, floor = FIGURE_GROUPS[name]
+    PALETTE, MARKERS = palette(), markers()
     d, (i, j) = min_delta_e([PALETTE[m] for m in methods])
     assert d >= floor, f"{name}: {methods[i]} / {methods[j]} ΔE {d:.1f} < {floor}"
     pairs = {(PALETTE[m], MARKERS[m]) for m in methods}
@@ -57,8 +59,9 @@ def test_outcome_direction_and_client_colours_stay_apart():
 def test_every_registered_method_has_a_colour_and_marker():
     from pace_nb.methods.registry import registered
 
+    PALETTE = palette()
     names = set(registered().names())
-    assert names <= set(PALETTE) and set(PALETTE) == set(MARKERS)
+    assert names <= set(PALETTE) and set(PALETTE) == set(markers())
     exclusive = {PALETTE["pace"]: "pace", PALETTE["spear"]: "spear"}
     assert all(exclusive.get(c, m) == m for m, c in PALETTE.items())  # vermillion is PACE's, blue SPEAR's
 
@@ -66,5 +69,5 @@ def test_every_registered_method_has_a_colour_and_marker():
 def test_sweeps_figure_keeps_ablations_and_baselines_apart():
     """SPEAR Fig. 4(a) draws the ablations beside the 13 baselines: no colour is used twice there."""
     keys = FIGURE_GROUPS["SPEAR ablations (Fig. 4)"][0] + FIGURE_GROUPS["SPEAR Tab. 1 (14 methods; labelled bars)"][0]
-    colours = [PALETTE[k].upper() for k in dict.fromkeys(keys)]
+    colours = [palette()[k].upper() for k in dict.fromkeys(keys)]
     assert len(set(colours)) == len(colours), sorted(colours)

@@ -494,10 +494,11 @@ _NEW_METHOD = textwrap.dedent('''
 
     import torch
 
-    from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph, label_counts, oneshot_method
+    from pace_nb.methods.contract import register
+    from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph, label_counts
 
 
-    @oneshot_method
+    @register
     class ClassMeans(OneShotMethod):
         name = "classmeans_probe"
         label = "ClassMeans"

@@ -3,6 +3,7 @@ method defined in one module of the user's own package runs in ``pace-nb run``, 
 ``pace-nb tables`` with no other file edited."""
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import textwrap
@@ -13,7 +14,7 @@ import pytest
 
 import pace_nb
 from pace_nb.cli import main
-from pace_nb.core.schema import PALETTE
+from pace_nb.core.schema import SERIES_MARKERS, SERIES_PALETTE
 from pace_nb.methods.registry import (METHODS, SPEAR_CONTEXT, canonical, group, method_label, registered,
                                       spear_comparison)
 
@@ -52,10 +53,23 @@ def test_a_method_label_is_defined_in_one_place():
             assert not maps, (name, maps)
 
 
-def test_palette_is_keyed_by_canonical_ids():
-    for key in PALETTE:
-        if key in METHODS:
-            assert METHODS.key(key) == key, f"PALETTE key {key!r} is an alias of {METHODS.key(key)!r}"
+def test_a_method_colour_is_declared_on_its_class_only():
+    """A method's colour and marker live on its class (read through the registry); the series
+    palette holds no method id, and no dict in the package maps a method id to a colour."""
+    from pace_nb.viz.style import markers, method_color, method_marker, palette
+
+    src = {p: p.read_text(encoding="utf-8") for p in PKG.rglob("*.py")}
+    names = set(registered().names())
+    assert not (set(SERIES_PALETTE) | set(SERIES_MARKERS)) & names
+    for name in names:
+        cls = METHODS[name]
+        colour, marker = vars(cls)["colour"], vars(cls)["marker"]
+        assert re.fullmatch(r"#[0-9A-F]{6}", colour) and marker, name
+        assert method_color(name) == palette()[name] == colour and method_marker(name) == markers()[name] == marker
+        for key in (name,) + METHODS.get(name).aliases:
+            maps = [p.name for p, t in src.items() if re.search(rf'"{re.escape(key)}"\s*:\s*"#[0-9A-Fa-f]{{6}}"', t)]
+            assert not maps, (name, maps)
+    assert method_color("FedOPT") == method_color("fedadam")  # aliases resolve
 
 
 def test_paper_values_use_registry_ids():
@@ -66,16 +80,46 @@ def test_paper_values_use_registry_ids():
 
 
 PLUGIN = '''
-"""A user's method in one module: FedAvg's mechanism under a new id, tagged for SPEAR's comparison."""
-from pace_nb.methods.baselines.base import federated_method
+"""A user's methods in one module: FedAvg's mechanism under a new id, and a one-shot method
+(class-mean features up, a kNN graph of them at the server), both tagged for SPEAR's comparison."""
+from dataclasses import dataclass
+
+import torch
+
 from pace_nb.methods.baselines.fedavg import FedAvg
+from pace_nb.methods.contract import register
+from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph, label_counts
 
 
-@federated_method
+@register
 class FedProbe(FedAvg):
     name = "fedprobe"
     label = "FedProbe"
     paper = "a test method"
+    colour, marker = "#117733", "s"
+
+
+@register
+class ShotProbe(OneShotMethod):
+    name = "shotprobe"
+    label = "ShotProbe"
+    paper = "a test method"
+    colour, marker = "#88CCEE", "D"
+
+    @dataclass(frozen=True)
+    class Config:
+        knn: int = 2
+
+    def client_message(self, ctx, k, client):
+        x, y = client.x[client.train_mask].float(), client.y[client.train_mask].long()
+        counts = label_counts(client, ctx.num_classes)
+        sums = torch.zeros(ctx.num_classes, x.shape[1]).index_add_(0, y, x)
+        return {"means": sums / counts.clamp_min(1).unsqueeze(1), "counts": counts}
+
+    def synthesize(self, ctx, messages):
+        xs = torch.cat([m["means"][m["counts"] > 0] for m in messages])
+        ys = torch.cat([torch.arange(ctx.num_classes)[m["counts"] > 0] for m in messages])
+        return SyntheticGraph(xs, ys, knn_graph(xs, self.cfg.knn))
 '''
 
 
@@ -86,8 +130,6 @@ def plugin(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("")
     (pkg / "probe_method.py").write_text(textwrap.dedent(PLUGIN))
     monkeypatch.syspath_prepend(str(tmp_path))
-    import importlib
-
     mod = importlib.import_module("userpkg.probe_method")
     yield mod
     sys.modules.pop("userpkg.probe_method", None)
@@ -112,14 +154,14 @@ def test_a_new_method_in_one_module_runs_everywhere(plugin, tmp_path, capsys, mo
             clients = 3
             seeds = [2024]
             variants = ["full"]
-            methods = ["spear", "fedprobe"]
+            methods = ["spear", "fedprobe", "shotprobe"]
             rounds = 1
             local_epochs = 2
-            method_params = { fedprobe = { weighting = "train" } }
+            method_params = { fedprobe = { weighting = "train" }, shotprobe = { knn = 3 } }
         """))
         assert main(["grid", str(grid), "--results", str(store)]) == 0
         rows = pd.concat([pd.read_csv(p) for p in (store / "cells").glob("*.csv")])
-        assert "fedprobe" in set(rows["method"])
+        assert {"fedprobe", "shotprobe"} <= set(rows["method"])
         bad = grid.read_text().replace("weighting", "weigthing")
         grid.write_text(bad)
         assert main(["grid", str(grid), "--results", str(tmp_path / "s2"), "--dry-run"]) == 2
@@ -128,7 +170,28 @@ def test_a_new_method_in_one_module_runs_everywhere(plugin, tmp_path, capsys, mo
         out = tmp_path / "tables"
         assert main(["tables", "--results", str(store), "--out", str(out), "--tables", "spear-1"]) == 0
         text = (out / "table_spear-1.md").read_text(encoding="utf-8")
-        assert "FedProbe" in text and "SPEAR" in text
+        assert "FedProbe" in text and "ShotProbe" in text and "SPEAR" in text
+        # Flower: the one-shot method runs over the network with the in-process rows, no adapter written
+        if importlib.util.find_spec("flwr") is not None:
+            from pace_nb.core.schema import COLUMNS
+            from pace_nb.data.federation import build_federated
+            from pace_nb.flower.client import make_client_app
+            from pace_nb.flower.inprocess import run_inprocess
+            from pace_nb.flower.partitions import export_evaluation, export_partitions
+            from pace_nb.flower.settings import FlowerSettings
+            from pace_nb.methods.protocol import run_protocol
+            from pace_nb.nn.training import TrainConfig
+
+            fg = build_federated("demo", "dirichlet", 3, 2024, beta=1.0)
+            s = FlowerSettings(method="shotprobe", num_clients=3, epochs=5, params={"knn": 3})
+            out = run_inprocess(make_client_app(str(export_partitions(fg, tmp_path / "p"))), s,
+                                evaluation=str(export_evaluation(fg, tmp_path / "e")))
+            ref = run_protocol(fg, seeds=(s.seed,), methods=("shotprobe",), train_config=TrainConfig(epochs=5),
+                               method_params={"shotprobe": {"knn": 3}}, progress=False)
+            cols = [c for c in COLUMNS if c not in ("seconds", "params")]
+            pd.testing.assert_frame_equal(out.rows[cols].reset_index(drop=True), ref[cols].reset_index(drop=True),
+                                          check_exact=True, check_dtype=False)
     finally:
-        METHODS._entries.pop("fedprobe", None)  # the registry has no public unregister: tests only
-        METHODS._lookup.pop("fedprobe", None)
+        for name in ("fedprobe", "shotprobe"):  # the registry has no public unregister: tests only
+            METHODS._entries.pop(name, None)
+            METHODS._lookup.pop(name, None)

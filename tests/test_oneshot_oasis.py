@@ -201,14 +201,14 @@ OLD_CODE_ACC, OLD_CODE_BYTES = 87.62886597938144, 238872
 
 
 def test_centroid_sbm_keeps_the_old_numbers_and_stays_out_of_spears_comparison(fg_skew, one_thread):
-    from pace_nb.core.schema import PALETTE
+    from pace_nb.viz.style import method_color
     from pace_nb.methods.registry import group, method_label, spear_comparison
 
     row = run_oneshot(fg_skew, make_oneshot("centroid_sbm"), (0,), progress=False)[0]
     assert row["acc"] == pytest.approx(OLD_CODE_ACC, abs=1e-9) and row["bytes_up"] == OLD_CODE_BYTES
     assert "centroid_sbm" not in group("oneshot") and "centroid_sbm" not in spear_comparison()
     assert "oasis" in group("oneshot") and method_label("centroid_sbm") == "Centroid-SBM (extra)"
-    assert PALETTE["centroid_sbm"] not in {PALETTE[m] for m in spear_comparison()}  # its own colour
+    assert method_color("centroid_sbm") not in {method_color(m) for m in spear_comparison()}  # its own colour
     # its upload does carry class centroids of raw features (what OASIS's upload never does)
     from pace_nb.methods.oneshot import centroid_sbm
 

@@ -73,9 +73,11 @@ def _labelled(fig, i=0) -> None:
 
 # ----------------------------------------------------------------------------- style, saving
 def test_method_colours_are_fixed_and_stable():
-    assert plots.method_color("PACE") == plots.method_color("pace") == plots.METHOD_COLORS["pace"]
+    from pace_nb.viz.style import palette
+
+    assert plots.method_color("PACE") == plots.method_color("pace") == palette()["pace"] == "#D55E00"
     assert plots.method_color("brand-new") == plots.method_color("brand-new")
-    assert plots.method_palette(["local", "pace"]) == {"local": plots.PALETTE["local"], "pace": plots.PALETTE["pace"]}
+    assert plots.method_palette(["local", "pace"]) == {"local": palette()["local"], "pace": palette()["pace"]}
     assert plots.method_marker("FedAvg") == plots.method_marker("fedavg") != plots.method_marker("fedprox")
 
 

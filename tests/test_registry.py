@@ -42,18 +42,24 @@ def test_every_registered_method_honours_the_contract():
 
 
 def test_a_method_registered_by_decorator_runs_in_the_protocol():
+    from pace_nb.methods.contract import Method, register
     from pace_nb.methods.evaluation import evaluate_method
     from pace_nb.methods.protocol import run_protocol
     from pace_nb.methods.registry import METHODS, register_method
     from pace_nb.nn.training import TrainConfig, client_logits
 
-    @register_method("uniform_probe", description="every receiver gets client 0's Local model")
-    def uniform(fg, local, *, seeds, device, local_logits, **_):
-        rows = []
-        for s, seed in enumerate(local.seeds):
-            z = [client_logits(local.model(s, 0), c, device=device) for c in fg.clients]
-            rows += evaluate_method(fg, z, seed=seed, method="uniform_probe", variant="native", rank=0)
-        return pd.DataFrame(rows)
+    @register
+    class UniformProbe(Method):
+        """Every receiver gets client 0's Local model."""
+
+        name, label, paper = "uniform_probe", "UniformProbe", "a test method"
+
+        def run(self, fg, local, *, seeds=None, device="auto", progress=True, local_logits=None, train_config=None):
+            rows = []
+            for s, seed in enumerate(local.seeds):
+                z = [client_logits(local.model(s, 0), c, device=device) for c in fg.clients]
+                rows += evaluate_method(fg, z, seed=seed, method="uniform_probe", variant="native", rank=0)
+            return pd.DataFrame(rows)
 
     try:
         rows = run_protocol("demo", num_clients=3, seeds=(1,), methods=["local", "uniform_probe"], device="cpu",
@@ -64,9 +70,17 @@ def test_a_method_registered_by_decorator_runs_in_the_protocol():
         own = rows[(rows.method == "local") & (rows.receiver == 0)]["acc"].item()
         probe = rows[(rows.method == "uniform_probe") & (rows.receiver == 0)]["acc"].item()
         assert own == probe  # client 0 evaluates its own model either way
+        with pytest.raises(ConfigError, match="unknown parameter"):  # it has no hyperparameters
+            run_protocol("demo", num_clients=3, seeds=(1,), methods=["uniform_probe"], device="cpu", progress=False,
+                         method_params={"uniform_probe": {"k": 1}}, train_config=TrainConfig(epochs=1))
     finally:
         METHODS._entries.pop("uniform_probe")
         METHODS._lookup.pop("uniform_probe")
+    # one contract: a bare function is refused, with what to do instead
+    with pytest.raises(ConfigError, match="Method subclass"):
+        register_method("fn_probe", lambda fg, local, **_: None)
+    with pytest.raises(TypeError, match="Method subclass"):
+        register(object)
 
 
 def test_run_protocol_reuses_given_local_models():

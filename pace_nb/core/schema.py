@@ -33,15 +33,13 @@ PACE_VARIANT_LABELS: dict[str, str] = {
 SPEAR_VARIANT_LABELS: dict[str, str] = {"full": "SPEAR", "no_shrinkage": "w/o shrinkage", "no_ppr": "w/o PPR",
                                         "no_both": "w/o both"}
 
-#: Fixed colours so that a method looks the same in every figure of both papers, keyed by the
-#: registry's canonical method id (and by variant / ablation name). Okabe–Ito and Paul Tol colours,
+#: Fixed colours of the series that are not methods (PACE's variants, SPEAR's ablations, raw
+#: features); a method's own colour and marker are declared on its class (``colour``/``marker``,
+#: :mod:`pace_nb.methods.contract`) and read through the registry (:func:`pace_nb.viz.style.palette`). Okabe–Ito and Paul Tol colours,
 #: assigned so that the methods sharing a figure stay apart under deuteranopia (CIE76 ΔE after the
 #: Machado 2009 simulation, :mod:`pace_nb.viz.colour`; tests/test_plots.py checks each figure's set).
 #: Vermillion is PACE's and blue SPEAR's alone.
-PALETTE: dict[str, str] = {
-    "pace": "#D55E00",
-    "spear": "#0072B2",
-    "local": "#999999",
+SERIES_PALETTE: dict[str, str] = {
     "raw features": "#999999",
     "external": "#332288",
     "transport": "#000000",
@@ -49,33 +47,12 @@ PALETTE: dict[str, str] = {
     "mean": "#DDCC77",
     "raw": "#882255",
     "direct": "#332288",
-    "fedavg": "#000000",
-    "fedprox": "#66CCEE",
-    "fednova": "#225522",
-    "fednova_sgd": "#225522",
-    "fedrcl": "#EE6677",
-    "fedpub": "#332288",
-    "fedtad": "#882255",
-    "fedgta": "#DDCC77",
-    "fedaux1r": "#4477AA",
-    "fedproto": "#225522",
-    "fedadam": "#222255",
-    "moon": "#AA4499",
-    "dense": "#CC79A7",
-    "fedcvae": "#E69F00",
-    "fedsd2c": "#009E73",
-    "ghost": "#EE6677",
-    "oasis": "#228833",
-    "centroid_sbm": "#44AA99",  # extra one-shot baseline (not in SPEAR's comparison)
     "no_shrinkage": "#999933",
     "no_ppr": "#661100",
     "no_both": "#EE99AA",
 }
-#: One marker per method (same keys as :data:`PALETTE`): methods that share a colour never share a marker.
-MARKERS: dict[str, str] = {
-    "pace": "o",
-    "spear": "o",
-    "local": "s",
+#: One marker per series (same keys as :data:`SERIES_PALETTE`): series that share a colour never share a marker.
+SERIES_MARKERS: dict[str, str] = {
     "raw features": "s",
     "external": "D",
     "transport": "^",
@@ -83,24 +60,6 @@ MARKERS: dict[str, str] = {
     "mean": "D",
     "raw": "P",
     "direct": "X",
-    "fedavg": "^",
-    "fedprox": "v",
-    "fednova": "<",
-    "fednova_sgd": ">",
-    "fedrcl": ">",
-    "fedpub": "D",
-    "fedtad": "P",
-    "fedgta": "X",
-    "fedaux1r": "p",
-    "fedproto": "h",
-    "fedadam": "*",
-    "moon": "d",
-    "dense": "8",
-    "fedcvae": "H",
-    "fedsd2c": "<",
-    "centroid_sbm": "1",
-    "ghost": "p",
-    "oasis": "v",
     "no_shrinkage": "^",
     "no_ppr": "D",
     "no_both": "v",

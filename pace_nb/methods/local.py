@@ -8,7 +8,7 @@ import pandas as pd
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.methods.evaluation import evaluate_method
-from pace_nb.methods.registry import register_method
+from pace_nb.methods.contract import Method, register
 
 
 def seed_positions(local, seeds: Sequence[int] | None) -> list[int]:
@@ -21,7 +21,20 @@ def seed_positions(local, seeds: Sequence[int] | None) -> list[int]:
     return [local.seeds.index(int(s)) for s in seeds]
 
 
-@register_method("local", description="independent Local training, no collaboration", label="Local")
+@register
+class Local(Method):
+    """Every client's own GCN, no collaboration: the rows of the matched Local models themselves."""
+
+    name = "local"
+    label = "Local"
+    paper = "independent Local training (PACE §4)"
+    description = "independent Local training, no collaboration"
+    colour, marker = "#999999", "s"
+
+    def run(self, fg, local, *, seeds=None, device="auto", progress=True, local_logits=None, train_config=None):
+        return run_local(fg, local, seeds=seeds, device=device, local_logits=local_logits)
+
+
 def run_local(fg, local, *, seeds: Sequence[int] | None = None, device="auto", progress: bool = True,
               local_logits: dict | None = None, train_config=None) -> pd.DataFrame:
     """Rows of the Local models themselves (method "local", variant "native"; ``train_config`` is

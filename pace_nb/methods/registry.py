@@ -1,19 +1,18 @@
-"""The method registry: every runnable method, registered by a decorator in its own module.
+"""The method registry: every runnable method, a :class:`~pace_nb.methods.contract.Method`
+subclass registered by :func:`~pace_nb.methods.contract.register` in its own module.
 
-A registered object is either a function with the protocol signature (see
-:mod:`pace_nb.methods.protocol`) or a class exposing it as the classmethod ``run_method``
-(every :class:`~pace_nb.methods.baselines.base.FederatedMethod`). Metadata: ``needs``
-(shared inputs, ``("local",)`` = the trained Local models), ``description``, ``defaults``
-(keyword arguments merged under the user's ``method_params``), ``label`` (display name, as the
-papers print it), ``labels`` (``{context: label}`` where one paper prints another name, e.g.
-SPEAR's "FedOPT (FedAdam)"), ``groups`` (``{tag: position}``: the :data:`GROUPS` a method belongs
-to and its row in that paper table), ``check`` (optional: validates a mapping of
-hyperparameters, raising ``ConfigError``). Every label, list and group in the package is read
-from here (:func:`method_label`, :func:`group`, :func:`spear_comparison`, :func:`canonical`).
+Registry metadata is read from the class: ``needs`` (shared inputs, ``("local",)`` = the
+trained Local models), ``description``, ``label`` (display name, as the papers print it),
+``labels`` (``{context: label}`` where one paper prints another name, e.g. SPEAR's
+"FedOPT (FedAdam)"), ``groups`` (``{tag: position}``: the :data:`GROUPS` a method belongs to and
+its row in that paper table), ``colour`` and ``marker`` (its look in every figure), ``paper``.
+Every label, colour, list and group in the package is read from here (:func:`method_label`,
+:func:`method_colour`, :func:`group`, :func:`spear_comparison`, :func:`canonical`).
 
-A method's hyperparameters are the keyword-only arguments of its runner that the protocol does
-not supply (:data:`PROTOCOL_ARGS`) plus the fields of its ``Config`` dataclass (when the object
-has one); :func:`check_method_params` rejects any other name with the valid ones.
+A method's hyperparameters are the keyword-only arguments of its ``run_method`` that the
+protocol does not supply (:data:`PROTOCOL_ARGS`) plus the fields of its ``Config`` dataclass;
+:func:`check_method_params` rejects any other name with the valid ones, then the class's
+``check_params`` validates the values.
 """
 from __future__ import annotations
 
@@ -38,9 +37,15 @@ GROUPS: dict[str, str] = {
 SPEAR_CONTEXT = "spear_comparison"
 
 
-def register_method(name: str, obj: Any = None, *, aliases: Sequence[str] = (), needs: Sequence[str] = ("local",),
+def register_method(name: str, obj: Any, *, aliases: Sequence[str] = (), needs: Sequence[str] = ("local",),
                     description: str = "", defaults: dict | None = None, **meta: Any):
-    """Register a method (decorator when ``obj`` is omitted); see the module docstring."""
+    """Register the :class:`~pace_nb.methods.contract.Method` subclass ``obj`` (what
+    :func:`~pace_nb.methods.contract.register` calls); see the module docstring."""
+    from pace_nb.methods.contract import Method
+
+    if not (isinstance(obj, type) and issubclass(obj, Method)):
+        raise ConfigError(f"method {name!r}: a registered method is a pace_nb.methods.contract.Method subclass "
+                          f"(register it with @pace_nb.methods.contract.register), got {obj!r}")
     bad = set(needs) - set(NEEDS)
     if bad:
         raise ConfigError(f"unknown method needs {sorted(bad)}; valid: {', '.join(NEEDS)}")
@@ -52,8 +57,8 @@ def register_method(name: str, obj: Any = None, *, aliases: Sequence[str] = (), 
 
 
 def runner(entry: Entry) -> Callable:
-    """The protocol-signature callable of a registry entry."""
-    return getattr(entry.obj, "run_method", entry.obj)
+    """The protocol-signature callable of a registry entry (its class's ``run_method``)."""
+    return entry.obj.run_method
 
 
 def method_parameters(name: str) -> tuple[str, ...]:
@@ -80,9 +85,7 @@ def check_method_params(name: str, params: Mapping[str, Any] | None) -> dict[str
     bad = sorted(set(map(str, params)) - set(valid))
     if bad:
         raise ConfigError(f"method {entry.name!r}: unknown parameter(s) {bad}; valid: {', '.join(valid) or 'none'}")
-    check = entry.meta.get("check") or getattr(entry.obj, "check_params", None)
-    if check is not None:
-        check(dict(params))
+    entry.obj.check_params(dict(params))
     return dict(params)
 
 
@@ -122,6 +125,19 @@ def method_label(name: str, context: str | None = None) -> str:
         return str(name)
     meta = reg.get(name).meta
     return (meta.get("labels") or {}).get(context) or meta.get("label") or reg.key(name)
+
+
+def method_colour(name: str) -> str | None:
+    """Colour of a registered method id or alias (its class's ``colour``); None when the name is
+    not a registered method or its class declares none."""
+    reg = registered()
+    return (reg.get(name).meta.get("colour") or None) if name in reg else None
+
+
+def method_marker(name: str) -> str | None:
+    """Marker of a registered method id or alias (its class's ``marker``), else None."""
+    reg = registered()
+    return (reg.get(name).meta.get("marker") or None) if name in reg else None
 
 
 def group(tag: str) -> tuple[str, ...]:

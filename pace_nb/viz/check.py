@@ -15,8 +15,7 @@ from matplotlib.colors import to_hex
 from matplotlib.legend import Legend
 from matplotlib.text import Text
 
-from pace_nb.core.schema import PALETTE
-from pace_nb.viz.style import MIN_FONT_PT
+from pace_nb.viz.style import MIN_FONT_PT, palette
 
 #: Registry ids that are also plain English words (a figure may say "local training").
 _WORDS = {"local", "dense", "moon", "mean", "raw", "direct", "transport", "external"}
@@ -101,6 +100,7 @@ def figure_problems(fig: plt.Figure) -> list[str]:
                     problems.append(f"tick labels {ticks[k].get_text()!r} and {ticks[k + 1].get_text()!r} overlap")
     legends = [lg for lg in fig.findobj(Legend) if lg.get_visible()]
     labels = {method_label(n): n for n in registered().names()}
+    known = palette()
     for lg in legends:
         box = lg.get_window_extent(renderer)
         for t in titles:
@@ -109,6 +109,6 @@ def figure_problems(fig: plt.Figure) -> list[str]:
         for h, txt in zip(lg.legend_handles, lg.get_texts()):
             m = labels.get(txt.get_text())
             colour = _handle_colour(h) if h is not None else None
-            if m in PALETTE and colour is not None and colour.lower() != PALETTE[m].lower():
-                problems.append(f"legend entry {txt.get_text()!r} drawn in {colour}, palette has {PALETTE[m]}")
+            if m in known and colour is not None and colour.lower() != known[m].lower():
+                problems.append(f"legend entry {txt.get_text()!r} drawn in {colour}, palette has {known[m]}")
     return problems

@@ -16,13 +16,12 @@ import seaborn as sns
 
 from matplotlib.ticker import FuncFormatter
 
-from pace_nb.core.schema import DIRECTION_COLORS, PALETTE, PACE_VARIANT_LABELS
+from pace_nb.core.schema import DIRECTION_COLORS, PACE_VARIANT_LABELS
 from pace_nb.data.datasets import dataset_order
 from pace_nb.methods.registry import method_label
 from pace_nb.viz.style import (COLUMN, FULL, ROW, client_palette, fixed_jitter, method_color, method_marker,  # noqa: F401
                               method_palette, panel_grid, require_columns, save_figure, set_style)
 
-METHOD_COLORS = PALETTE
 _require, _grid = require_columns, panel_grid
 _PLAIN = FuncFormatter(lambda v, _: f"{v:g}")  # log axes: 2, 5, 10, 50 instead of 2×10⁰ …
 

@@ -1,7 +1,9 @@
 """The one figure style: seaborn theme, paper-like sizes, the method palette, saving PNG + PDF.
 
 Every figure of both papers goes through :func:`set_style` and :func:`save_figure`; colours
-come from :data:`pace_nb.core.schema.PALETTE` so a method looks the same everywhere.
+come from :func:`palette` — each method's ``colour``/``marker`` as its class declares it (read
+through the registry) plus the non-method series of :data:`pace_nb.core.schema.SERIES_PALETTE` —
+so a method looks the same everywhere.
 """
 from __future__ import annotations
 
@@ -16,10 +18,10 @@ import pandas as pd
 import seaborn as sns
 
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.schema import CLIENT_COLORS, MARKERS, PALETTE
+from pace_nb.core.schema import CLIENT_COLORS, SERIES_MARKERS, SERIES_PALETTE
+from pace_nb.methods import registry
 
 COLUMN, FULL, ROW = 3.4, 7.0, 2.5  # inches: one column, full width, one panel row
-METHOD_COLORS = PALETTE
 #: The smallest text of a saved figure, in points (at the figure's own size).
 MIN_FONT_PT = 8.0
 #: Written where a dataset of the paper's scope has no stored results.
@@ -37,11 +39,25 @@ def set_style(context: str = "paper", font_scale: float = 1.0) -> None:
         "legend.title_fontsize": "small", "figure.titlesize": "medium"})
 
 
+def palette() -> dict[str, str]:
+    """``{method id or series: colour}``: every registered method's class ``colour`` and the series
+    of :data:`~pace_nb.core.schema.SERIES_PALETTE` (PACE variants, SPEAR ablations)."""
+    reg = registry.registered()
+    return {**SERIES_PALETTE, **{n: c for n in reg.names() if (c := registry.method_colour(n))}}
+
+
+def markers() -> dict[str, str]:
+    """``{method id or series: marker}`` (same keys as :func:`palette`)."""
+    reg = registry.registered()
+    return {**SERIES_MARKERS, **{n: m for n in reg.names() if (m := registry.method_marker(n))}}
+
+
 def method_color(method: str) -> str:
-    """Colour of a method (case-insensitive; unknown names get a stable colour)."""
+    """Colour of a method or series (case-insensitive, aliases resolved; unknown names get a stable colour)."""
     key = str(method).lower()
-    if key in METHOD_COLORS:
-        return METHOD_COLORS[key]
+    colour = registry.method_colour(key) or SERIES_PALETTE.get(key)
+    if colour:
+        return colour
     pal = sns.color_palette("Dark2", 8).as_hex()
     return pal[sum(map(ord, key)) % len(pal)]
 
@@ -51,8 +67,9 @@ def method_palette(methods: Iterable[str]) -> dict[str, str]:
 
 
 def method_marker(method: str) -> str:
-    """Marker of a method (:data:`pace_nb.core.schema.MARKERS`; unknown names: a circle)."""
-    return MARKERS.get(str(method).lower(), "o")
+    """Marker of a method or series (its class's ``marker``; unknown names: a circle)."""
+    key = str(method).lower()
+    return registry.method_marker(key) or SERIES_MARKERS.get(key, "o")
 
 
 def client_palette(clients: Iterable) -> dict:

@@ -1,7 +1,7 @@
 """Collaborative baselines on ONE federated mechanism (:mod:`.base`); one module per method.
 
 Each method is a :class:`~.base.FederatedMethod` subclass registered with the
-:func:`~.base.federated_method` decorator in its own module; this package imports them all.
+:func:`~pace_nb.methods.contract.register` decorator in its own module; this package imports them all.
 ``make_method(name, **hyperparameters)`` builds one; :func:`train_federated` runs R rounds and
 returns per-receiver models; :func:`run_federated` also evaluates them (native and +CNLL rows).
 ``R = 1`` with 100 local epochs is PACE's matched one-round control (the methods tagged
@@ -13,7 +13,7 @@ from pace_nb.methods.baselines import (fedavg, fedprox, fednova, fedrcl, fedpub,
                                        fedaux, fedproto, moon, fedopt)
 from pace_nb.methods.baselines.base import (FederatedMethod, FederatedRun, FedContext, evaluate_run, make_method, mix,
                                             run_federated, train_federated)
-from pace_nb.core.errors import ConfigError
+from pace_nb.methods import contract
 from pace_nb.methods.registry import METHODS
 
 
@@ -24,10 +24,7 @@ def method_names() -> list[str]:
 
 def method_class(name: str) -> type[FederatedMethod]:
     """The class of a registered baseline (``UnknownNameError`` for an unknown name)."""
-    cls = METHODS[name]
-    if not (isinstance(cls, type) and issubclass(cls, FederatedMethod)):
-        raise ConfigError(f"{name!r} is not a federated baseline")
-    return cls
+    return contract.method_class(name, FederatedMethod)
 
 
 __all__ = ["FederatedMethod", "FederatedRun", "FedContext", "evaluate_run", "make_method",

@@ -33,9 +33,10 @@ from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.validation import Interval, Is, build_config, check_param, check_seeds, merged_constraints
+from pace_nb.core.validation import Interval, Is, check_param, check_seeds
 from pace_nb.core.validation import Options  # noqa: F401 (re-exported for the method modules)
-from pace_nb.methods.registry import METHODS, check_method_params, register_method
+from pace_nb.methods.contract import Method, make
+from pace_nb.methods.registry import check_method_params
 from pace_nb.data.federation import FederatedGraph
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, init_params, stack_params
 from pace_nb.nn.training import LocalModels, TrainConfig, TrainStep, train_models
@@ -119,35 +120,17 @@ def check_rounds(rounds: Any, local_epochs: Any, owner: str = "federated trainin
 OPTIMIZER_STATES: tuple[str, ...] = ("keep", "restart")
 
 
-def federated_method(cls):
-    """Class decorator: register a :class:`FederatedMethod` subclass under ``cls.name`` (and
-    ``cls.aliases``) in :data:`pace_nb.methods.registry.METHODS`."""
-    register_method(cls.name, cls, aliases=cls.aliases, description=f"{cls.label}: {cls.paper}", label=cls.label,
-                    labels=dict(vars(cls).get("labels", {})), groups=dict(vars(cls).get("groups", {})))
-    return cls
-
-
 def make_method(name: str, **hyperparameters) -> "FederatedMethod":
-    """A configured baseline; an unknown name raises ``UnknownNameError`` listing the valid ones."""
-    obj = METHODS[name]
-    if not (isinstance(obj, type) and issubclass(obj, FederatedMethod)):
-        raise ConfigError(f"{name!r} is not a federated baseline (a FederatedMethod)")
-    return obj(**hyperparameters)
+    """A configured baseline (:func:`pace_nb.methods.contract.make` of a :class:`FederatedMethod`)."""
+    return make(name, FederatedMethod, **hyperparameters)  # type: ignore[return-value]
 
 
-class FederatedMethod:
-    """Base class: FedAvg-shaped defaults for every hook. Subclasses set ``name``/``label``/
-    ``paper``, declare hyperparameters in a frozen dataclass ``Config`` (paper defaults), and
-    override only the hooks that differ."""
+class FederatedMethod(Method):
+    """The R-round model-exchange mechanism (a :class:`~pace_nb.methods.contract.Method`):
+    FedAvg-shaped defaults for every hook. Subclasses set ``name``/``label``/``paper``/``colour``/
+    ``marker``, declare hyperparameters in a frozen dataclass ``Config`` (paper defaults) with
+    ``_parameter_constraints``, and override only the hooks that differ."""
 
-    name: ClassVar[str] = ""
-    aliases: ClassVar[tuple[str, ...]] = ()
-    label: ClassVar[str] = ""
-    paper: ClassVar[str] = ""
-    #: ``{tag: position}`` of :data:`pace_nb.methods.registry.GROUPS` (not inherited by subclasses)
-    #: and ``{context: label}`` where a paper prints another name (not inherited either).
-    groups: ClassVar[dict[str, int]] = {}
-    labels: ClassVar[dict[str, str]] = {}
     personalized: ClassVar[bool] = False
     #: Params keys the server aggregates (others stay with their client).
     shared_keys: ClassVar[tuple[str, ...]] = WEIGHT_KEYS
@@ -155,13 +138,6 @@ class FederatedMethod:
     #: ``eval_forward(params, client) -> logits``: a method whose deployed model is not the plain
     #: GCN (FedAux's ``[h ‖ z]`` classifier) defines it; None = :func:`gcn_forward`.
     eval_forward: ClassVar[Any] = None
-    #: Declarative hyperparameter checks, merged along the class hierarchy
-    #: (:mod:`pace_nb.core.validation`); ``validate`` adds checks that span several fields.
-    _parameter_constraints: ClassVar[dict] = {}
-
-    @dataclass(frozen=True)
-    class Config:
-        pass
 
     def __init__(self, **hyper):
         state = hyper.pop("optimizer_state", "keep")
@@ -172,18 +148,7 @@ class FederatedMethod:
         #: creates it once; only the weights are replaced by the returned model); ``"restart"``: a
         #: fresh Adam every round.
         self.optimizer_state = state
-        self.cfg = build_config(self.name, self.Config, hyper, merged_constraints(type(self)))
-        self.validate()
-
-    def validate(self) -> None:
-        """Checks beyond :attr:`_parameter_constraints`; raise :class:`ConfigError` naming the bad one."""
-
-    def _require(self, name: str, ok: bool, what: str) -> None:
-        if not ok:
-            raise ConfigError(f"{self.name}: parameter {name!r} must be {what}, got {getattr(self.cfg, name)!r}")
-
-    def hyperparameters(self) -> dict[str, Any]:
-        return dataclasses.asdict(self.cfg)
+        super().__init__(**hyper)
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
@@ -276,8 +241,6 @@ class FederatedMethod:
                     extra[k] += 4 * int(v[k].numel())
         return [per_model + e for e in extra]
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.cfg})"
 
 
 # ----------------------------------------------------------------------------- driver

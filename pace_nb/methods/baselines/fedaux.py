@@ -33,8 +33,9 @@ from torch import Tensor
 from pace_nb.core.validation import Interval, Options
 from pace_nb.nn.gcn import effective_weight, gcn_forward, propagation_matrix
 from pace_nb.nn.training import TrainStep
-from pace_nb.methods.baselines.base import FedContext, FederatedMethod, federated_method, mix
+from pace_nb.methods.baselines.base import FedContext, FederatedMethod, mix
 from pace_nb.methods.baselines.fedpub import FedPub, similarity_weights
+from pace_nb.methods.contract import register
 
 AUX_KEY = "aux"
 ZW_KEY = "conv2.zweight"
@@ -63,13 +64,14 @@ def kernel_smooth(h: Tensor, a: Tensor, sigma: float = 1.0, order: int | None = 
     return num / den.unsqueeze(1)
 
 
-@federated_method
+@register
 class FedAux(FederatedMethod):
     """FedAux-1R: auxiliary-projection similarity → personalized aggregation (one round)."""
 
     name = "fedaux1r"
     aliases = ("fedaux", "fedaux-1r")
     label = "FedAux-1R"
+    colour, marker = "#4477AA", "p"
     groups = {"pace_control": 7}  # row positions in the papers' tables
     paper = "Zhuo et al. 2025, Personalized subgraph federated learning with differentiable auxiliary projections"
     personalized = True

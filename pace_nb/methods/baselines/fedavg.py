@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from pace_nb.methods.baselines.base import (Options, FedContext, FederatedMethod, broadcast, federated_method, size_weights,
+from pace_nb.methods.baselines.base import (Options, FedContext, FederatedMethod, broadcast, size_weights,
                                            weighted_mean)
+from pace_nb.methods.contract import register
 
 WEIGHTINGS = ("nodes", "train")
 
@@ -23,12 +24,13 @@ def client_sizes(ctx: FedContext, weighting: str) -> Tensor:
     return ctx.sizes if weighting == "nodes" else ctx.train_sizes
 
 
-@federated_method
+@register
 class FedAvg(FederatedMethod):
     """FedAvg: ``θ = Σ_k (n_k/n) θ_k`` for every receiver."""
 
     name = "fedavg"
     label = "FedAvg"
+    colour, marker = "#000000", "^"
     groups = {"pace_control": 0, "multiround": 0}  # row positions in the papers' tables
     paper = "McMahan et al. 2017, Communication-efficient learning of deep networks from decentralized data"
 

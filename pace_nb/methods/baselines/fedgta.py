@@ -25,7 +25,8 @@ from torch_geometric.nn.models import LabelPropagation
 from torch_geometric.utils import degree
 
 from pace_nb.nn.training import batched_logits
-from pace_nb.methods.baselines.base import Interval, Options, FederatedMethod, federated_method, mix
+from pace_nb.methods.baselines.base import Interval, Options, FederatedMethod, mix
+from pace_nb.methods.contract import register
 
 MOMENT_TYPES = ("raw", "central", "hybrid")
 
@@ -69,12 +70,13 @@ def accept_weights(mom: Tensor, conf: Tensor, threshold: float = 0.5) -> Tensor:
     return w / w.sum(-1, keepdim=True)
 
 
-@federated_method
+@register
 class FedGTA(FederatedMethod):
     """FedGTA: LP moments + confidence → personalized aggregation."""
 
     name = "fedgta"
     label = "FedGTA"
+    colour, marker = "#DDCC77", "X"
     groups = {"pace_control": 6, "multiround": 6}  # row positions in the papers' tables
     paper = "Li et al. 2024, FedGTA: Topology-aware averaging for federated graph learning"
     personalized = True

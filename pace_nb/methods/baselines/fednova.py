@@ -22,8 +22,9 @@ import torch
 from torch import Tensor
 
 from pace_nb.core.validation import Interval, Options
-from pace_nb.methods.baselines.base import FedContext, broadcast, federated_method, per_seed, size_weights
+from pace_nb.methods.baselines.base import FedContext, broadcast, per_seed, size_weights
 from pace_nb.methods.baselines.fedavg import FedAvg, client_sizes
+from pace_nb.methods.contract import register
 
 TAUS = ("steps", "train")
 
@@ -52,12 +53,13 @@ def momentum_norm(tau, rho: float) -> Tensor:
     return (t - rho * (1 - rho**t) / (1 - rho)) / (1 - rho)
 
 
-@federated_method
+@register
 class FedNova(FedAvg):
     """FedNova: normalized averaging of the local updates."""
 
     name = "fednova"
     label = "FedNova"
+    colour, marker = "#225522", "<"
     groups = {"pace_control": 2}  # row positions in the papers' tables
     paper = "Wang et al. 2020, Tackling the objective inconsistency problem in heterogeneous federated optimization"
     _parameter_constraints = {"tau": [Options(TAUS)]}
@@ -84,12 +86,13 @@ class FedNova(FedAvg):
         return self.with_private(ctx, broadcast(out, ctx.num_seeds, ctx.num_clients), trained)
 
 
-@federated_method
+@register
 class FedNovaSGD(FedNova):
     """FedNova with local momentum SGD and the momentum ``‖a_k‖₁`` (diagnostic variant)."""
 
     name = "fednova_sgd"
     label = "FedNova-SGD"
+    colour, marker = "#225522", ">"
     _parameter_constraints = {"momentum": [Interval(float, 0, 1, closed="left")]}
 
     @dataclass(frozen=True)

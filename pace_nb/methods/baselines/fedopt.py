@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pace_nb.methods.baselines.base import Interval, broadcast, federated_method, per_seed, size_weights
+from pace_nb.methods.baselines.base import Interval, broadcast, per_seed, size_weights
 from pace_nb.methods.baselines.fedavg import FedAvg, client_sizes
+from pace_nb.methods.contract import register
 
 
 def adam_server_step(x: Tensor, delta: Tensor, m: Tensor, v: Tensor, lr: float = 0.01, beta1: float = 0.9,
@@ -25,13 +26,14 @@ def adam_server_step(x: Tensor, delta: Tensor, m: Tensor, v: Tensor, lr: float =
     return x + lr * m / (v.sqrt() + tau), m, v
 
 
-@federated_method
+@register
 class FedAdam(FedAvg):
     """FedAdam: Adam on the server with the mean client update as pseudo-gradient."""
 
     name = "fedadam"
     aliases = ("fedopt",)
     label = "FedAdam"
+    colour, marker = "#222255", "*"
     groups = {"multiround": 2}  # row positions in the papers' tables
     labels = {"spear_comparison": "FedOPT (FedAdam)"}  # SPEAR prints FedOPT
     paper = "Reddi et al. 2021, Adaptive federated optimization"

@@ -17,7 +17,8 @@ from torch import Tensor
 
 from pace_nb.nn.gcn import gcn_forward
 from pace_nb.nn.training import TrainStep, _graph
-from pace_nb.methods.baselines.base import Interval, FedContext, FederatedMethod, federated_method
+from pace_nb.methods.baselines.base import Interval, FedContext, FederatedMethod
+from pace_nb.methods.contract import register
 
 
 def class_prototypes(h: Tensor, y: Tensor, num_classes: int) -> tuple[Tensor, Tensor]:
@@ -35,12 +36,13 @@ def aggregate_prototypes(protos: Tensor, counts: Tensor) -> tuple[Tensor, Tensor
     return g, total > 0
 
 
-@federated_method
+@register
 class FedProto(FederatedMethod):
     """FedProto: local models + count-weighted global class prototypes."""
 
     name = "fedproto"
     label = "FedProto"
+    colour, marker = "#225522", "h"
     groups = {"multiround": 4}  # row positions in the papers' tables
     paper = "Tan et al. 2022, FedProto: Federated prototype learning across heterogeneous clients"
     personalized = True

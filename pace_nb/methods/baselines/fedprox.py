@@ -16,8 +16,9 @@ from torch import Tensor
 
 from pace_nb.core.validation import Interval
 from pace_nb.nn.training import TrainStep
-from pace_nb.methods.baselines.base import FedContext, federated_method
+from pace_nb.methods.baselines.base import FedContext
 from pace_nb.methods.baselines.fedavg import FedAvg
+from pace_nb.methods.contract import register
 
 
 def proximal_term(params: dict[str, Tensor], anchor: dict[str, Tensor], mu: float, keys) -> Tensor:
@@ -30,12 +31,13 @@ def proximal_term(params: dict[str, Tensor], anchor: dict[str, Tensor], mu: floa
     return 0.5 * mu * total
 
 
-@federated_method
+@register
 class FedProx(FedAvg):
     """FedProx: local ``CE + μ/2‖W − W_g‖²``, FedAvg aggregation."""
 
     name = "fedprox"
     label = "FedProx"
+    colour, marker = "#66CCEE", "v"
     groups = {"pace_control": 1, "multiround": 1}  # row positions in the papers' tables
     paper = "Li et al. 2020, Federated optimization in heterogeneous networks"
     _parameter_constraints = {"mu": [Interval(float, 0, None)]}

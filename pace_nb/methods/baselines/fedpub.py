@@ -35,7 +35,8 @@ from torch import Tensor
 from pace_nb.core.validation import Interval, Options
 from pace_nb.nn.gcn import WEIGHT_KEYS, effective_weight, propagation_matrix
 from pace_nb.nn.training import TrainStep
-from pace_nb.methods.baselines.base import FedContext, FederatedMethod, federated_method, mix
+from pace_nb.methods.baselines.base import FedContext, FederatedMethod, mix
+from pace_nb.methods.contract import register
 
 MASK_KEYS = ("conv1.mask", "conv2.mask", "lin.mask")
 HEAD_KEYS = ("lin.weight", "lin.bias")
@@ -97,12 +98,13 @@ def similarity_weights(emb: Tensor, scale: float = 10.0) -> Tensor:
     return s / s.sum(-1, keepdim=True)
 
 
-@federated_method
+@register
 class FedPub(FederatedMethod):
     """FED-PUB: masked GCN + functional-embedding personalized aggregation."""
 
     name = "fedpub"
     label = "FedPub"
+    colour, marker = "#332288", "D"
     groups = {"pace_control": 4, "multiround": 5}  # row positions in the papers' tables
     paper = "Baek et al. 2023, Personalized subgraph federated learning"
     personalized = True

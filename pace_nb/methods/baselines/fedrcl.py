@@ -28,8 +28,9 @@ from torch import Tensor
 
 from pace_nb.core.validation import Interval
 from pace_nb.nn.training import TrainStep
-from pace_nb.methods.baselines.base import FedContext, federated_method
+from pace_nb.methods.baselines.base import FedContext
 from pace_nb.methods.baselines.fedavg import FedAvg
+from pace_nb.methods.contract import register
 
 
 def rcl_loss(feat: Tensor, y: Tensor, tau: float = 0.05, threshold: float = 0.7, topk_neg: int = 2,
@@ -53,12 +54,13 @@ def rcl_loss(feat: Tensor, y: Tensor, tau: float = 0.05, threshold: float = 0.7,
     return scl.mean() + relax_weight * relax.mean()
 
 
-@federated_method
+@register
 class FedRCL(FedAvg):
     """FedRCL: relaxed contrastive local objective, FedAvg server."""
 
     name = "fedrcl"
     label = "FedRCL"
+    colour, marker = "#EE6677", ">"
     groups = {"pace_control": 3}  # row positions in the papers' tables
     paper = "Seo et al. 2024, Relaxed contrastive learning for federated learning"
     _parameter_constraints = {"tau": [Interval(float, 0, None, closed="neither")], "threshold": [Interval(float, -1, 1)],

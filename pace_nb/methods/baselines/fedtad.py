@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, _propagate, gcn_forward, propagation_matrix
-from pace_nb.methods.baselines.base import Interval, FedContext, broadcast, federated_method, per_seed, size_weights
+from pace_nb.methods.baselines.base import Interval, FedContext, broadcast, per_seed, size_weights
 from pace_nb.methods.baselines.fedavg import FedAvg, client_sizes
+from pace_nb.methods.contract import register
 
 
 def landing_probabilities(edge_index: Tensor, num_nodes: int, max_len: int = 5, block: int = 1024) -> Tensor:
@@ -133,12 +134,13 @@ def class_ce(locs: Tensor, labels: Tensor, avg: Tensor, ckr: Tensor) -> Tensor:
     return (ckr * (nll @ avg)).sum()
 
 
-@federated_method
+@register
 class FedTAD(FedAvg):
     """FedTAD: FedAvg + class-reliability-weighted data-free distillation at the server."""
 
     name = "fedtad"
     label = "FedTAD"
+    colour, marker = "#882255", "P"
     groups = {"pace_control": 5, "multiround": 7}  # row positions in the papers' tables
     paper = "Zhu et al. 2024, FedTAD: Topology-aware data-free knowledge distillation for subgraph FL"
 

@@ -17,8 +17,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.nn.training import TrainStep, client_hidden
-from pace_nb.methods.baselines.base import Interval, FedContext, federated_method
+from pace_nb.methods.baselines.base import Interval, FedContext
 from pace_nb.methods.baselines.fedavg import FedAvg
+from pace_nb.methods.contract import register
 
 
 def moon_loss(z: Tensor, z_global: Tensor, z_prev: Tensor, tau: float = 0.5) -> Tensor:
@@ -28,12 +29,13 @@ def moon_loss(z: Tensor, z_global: Tensor, z_prev: Tensor, tau: float = 0.5) -> 
     return (torch.logsumexp(torch.stack([pos, neg], dim=-1), dim=-1) - pos).mean()
 
 
-@federated_method
+@register
 class MOON(FedAvg):
     """MOON: model-contrastive local term, FedAvg server."""
 
     name = "moon"
     label = "MOON"
+    colour, marker = "#AA4499", "d"
     groups = {"multiround": 3}  # row positions in the papers' tables
     paper = "Li et al. 2021, Model-contrastive federated learning"
 

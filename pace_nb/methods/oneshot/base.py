@@ -21,7 +21,6 @@ nothing is sent back (the global model is evaluated at the server), so ``bytes_d
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
@@ -32,12 +31,12 @@ from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.validation import build_config, check_seeds, merged_constraints
+from pace_nb.core.validation import check_seeds
 from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.methods import metrics
 from pace_nb.methods.evaluation import federation_fields, make_row
 from pace_nb.methods.pace.lowrank import dense_carriers, deserialize, reconstruct, serialize
-from pace_nb.methods.registry import check_method_params, register_method
+from pace_nb.methods.contract import Method
 from pace_nb.nn.gcn import Params, gcn_forward, init_params, num_params_bytes, propagation_matrix
 from pace_nb.nn.training import TrainConfig
 
@@ -228,44 +227,17 @@ class OneShotContext:
 # ----------------------------------------------------------------------------- the mechanism
 
 
-def oneshot_method(cls):
-    """Class decorator: register a :class:`OneShotMethod` under ``cls.name`` in ``METHODS``."""
-    register_method(cls.name, cls, aliases=cls.aliases, needs=("local",) if cls.uses_local else (),
-                    description=f"{cls.label}: {cls.paper}", label=cls.label, labels=dict(vars(cls).get("labels", {})),
-                    groups=dict(vars(cls).get("groups", {})))
-    return cls
+class OneShotMethod(Method):
+    """The one-upload mechanism (a :class:`~pace_nb.methods.contract.Method`). Subclasses set
+    ``name``/``label``/``paper``/``colour``/``marker``, a frozen ``Config`` with the original
+    paper's (or code's) defaults and ``_parameter_constraints``, and the hooks."""
 
-
-class OneShotMethod:
-    """Base class. Subclasses set ``name``/``label``/``paper``, a frozen ``Config`` with the
-    original paper's (or code's) defaults and ``_parameter_constraints``, and the hooks."""
-
-    name: ClassVar[str] = ""
-    aliases: ClassVar[tuple[str, ...]] = ()
-    label: ClassVar[str] = ""
-    paper: ClassVar[str] = ""
-    #: ``{tag: position}`` of :data:`pace_nb.methods.registry.GROUPS` and ``{context: label}``
-    #: (neither inherited by subclasses).
-    groups: ClassVar[dict[str, int]] = {}
-    labels: ClassVar[dict[str, str]] = {}
     #: True when the client's upload is built from its matched Local model (DENSE).
     uses_local: ClassVar[bool] = False
-    _parameter_constraints: ClassVar[dict] = {}
-
-    @dataclass(frozen=True)
-    class Config:
-        pass
-
-    def __init__(self, **hyper):
-        self.cfg = build_config(self.name, self.Config, hyper, merged_constraints(type(self)))
 
     @classmethod
-    def check_params(cls, params: dict[str, Any]) -> None:
-        """Validate hyperparameters (the :attr:`Config` fields and their constraints)."""
-        cls(**params)
-
-    def hyperparameters(self) -> dict[str, Any]:
-        return dataclasses.asdict(self.cfg)
+    def requires(cls) -> tuple[str, ...]:
+        return ("local",) if cls.uses_local else ()
 
     @property
     def variant(self) -> str:
@@ -291,18 +263,12 @@ class OneShotMethod:
         return {}
 
     # -- protocol entry -----------------------------------------------------------------------
-    @classmethod
-    def run_method(cls, fg, local, *, seeds=None, device="auto", progress: bool = True, local_logits=None,
-                   train_config=None, **params):
-        """The protocol entry (:mod:`pace_nb.methods.protocol`); an unknown hyperparameter is a
-        :class:`ConfigError` naming the valid ones."""
-        method = cls(**check_method_params(cls.name, params))
+    def run(self, fg, local, *, seeds=None, device="auto", progress: bool = True, local_logits=None,
+            train_config=None):
+        """The protocol entry (:meth:`Method.run_method` checks the hyperparameters first)."""
         seeds = tuple(local.seeds) if seeds is None and local is not None else (seeds or PAPER_SEEDS[:1])
-        return run_oneshot(fg, method, seeds, config=train_config or TrainConfig(), local=local, device=device,
+        return run_oneshot(fg, self, seeds, config=train_config or TrainConfig(), local=local, device=device,
                            progress=progress)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.cfg})"
 
 
 def _local_models(local, s: int, k_n: int) -> list[Params] | None:

@@ -32,8 +32,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.core.validation import Interval
-from pace_nb.methods.oneshot.base import (OneShotMethod, SyntheticGraph, allocate, label_counts, oneshot_method,
+from pace_nb.methods.oneshot.base import (OneShotMethod, SyntheticGraph, allocate, label_counts,
                                           propagate_features)
+from pace_nb.methods.contract import register
 
 
 def lloyd(z: Tensor, init: Tensor, iterations: int) -> tuple[Tensor, Tensor]:
@@ -65,12 +66,13 @@ def block_edges(sizes: Tensor, rates: Tensor, generator: torch.Generator) -> Ten
     return torch.cat([torch.stack([src, dst]), torch.stack([dst, src])], 1)
 
 
-@oneshot_method
+@register
 class CentroidSBM(OneShotMethod):
     """Centroid-SBM: class-wise k-means codebooks → SBM synthetic graph at the server (extra)."""
 
     name = "centroid_sbm"
     label = "Centroid-SBM (extra)"
+    colour, marker = "#44AA99", "1"
     paper = "an extra baseline: class-wise feature centroids + code-to-code edge counts → SBM graph"
     _parameter_constraints = {
         "codes_per_class": [Interval(int, 1, 10_000)], "iterations": [Interval(int, 0, 10_000)],

@@ -47,8 +47,9 @@ from torch import Tensor
 
 from pace_nb.core.validation import Interval
 from pace_nb.methods import metrics
-from pace_nb.methods.oneshot.base import OneShotMethod, is_binary, knn_graph, label_counts, oneshot_method
+from pace_nb.methods.oneshot.base import OneShotMethod, is_binary, knn_graph, label_counts
 from pace_nb.nn.gcn import WEIGHT_KEYS, gcn_forward, propagation_matrix
+from pace_nb.methods.contract import register
 
 
 def stack_teachers(teachers: list[dict]) -> dict[str, Tensor]:
@@ -125,12 +126,13 @@ class PoolEntry:
     t: Tensor
 
 
-@oneshot_method
+@register
 class Dense(OneShotMethod):
     """DENSE: ensemble of uploaded GCNs → re-initialised adversarial generator + pooled KD of the global GCN."""
 
     name = "dense"
     label = "DENSE"
+    colour, marker = "#CC79A7", "8"
     groups = {"oneshot": 0}  # row positions in the papers' tables
     paper = "Zhang et al. 2022, DENSE: Data-free one-shot federated learning"
     uses_local = True

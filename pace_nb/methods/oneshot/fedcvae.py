@@ -27,7 +27,8 @@ from torch import Tensor
 
 from pace_nb.core.validation import Interval
 from pace_nb.methods.oneshot.base import (OneShotMethod, SyntheticGraph, adam_steps, allocate, is_binary, knn_graph,
-                                          label_counts, load_module, mlp, module_message, oneshot_method)
+                                          label_counts, load_module, mlp, module_message)
+from pace_nb.methods.contract import register
 
 
 def cvae_loss(x: Tensor, recon: Tensor, mu: Tensor, logvar: Tensor, beta: float = 1.0, binary: bool = True) -> Tensor:
@@ -44,12 +45,13 @@ def cvae_loss(x: Tensor, recon: Tensor, mu: Tensor, logvar: Tensor, beta: float 
     return (rec + beta * kl).mean()
 
 
-@oneshot_method
+@register
 class FedCVAE(OneShotMethod):
     """FedCVAE-Ens: per-client CVAE decoders + label counts → synthetic nodes at the server."""
 
     name = "fedcvae"
     label = "FedCVAE"
+    colour, marker = "#E69F00", "H"
     groups = {"oneshot": 1}  # row positions in the papers' tables
     paper = "Heinbaugh et al. 2023, Data-free one-shot federated learning under very high statistical heterogeneity"
     _parameter_constraints = {

@@ -51,9 +51,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.core.validation import Interval, Options
-from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph, oneshot_method
+from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph
 from pace_nb.methods.oneshot.dense import kd_loss
 from pace_nb.nn.gcn import WEIGHT_KEYS, gcn_forward, propagation_matrix
+from pace_nb.methods.contract import register
 
 _NO_EDGES = torch.empty(2, 0, dtype=torch.long)
 
@@ -127,12 +128,13 @@ def kd_targets(messages: list[dict], edge_index: Tensor) -> Tensor:
     return torch.cat(out)
 
 
-@oneshot_method
+@register
 class FedSD2C(OneShotMethod):
     """FedSD2C: core-set → Fourier-initialised, per-instance matched distillates + distiller → KD at the server."""
 
     name = "fedsd2c"
     label = "FedSD2C"
+    colour, marker = "#009E73", "<"
     groups = {"oneshot": 2}  # row positions in the papers' tables
     paper = "Zhang et al. 2024, One-shot federated learning via synthetic distiller-distillate communication"
     uses_local = True

@@ -58,8 +58,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.core.validation import Interval
-from pace_nb.methods.oneshot.base import OneShotMethod, adam_steps, knn_graph, load_module, module_message, oneshot_method
+from pace_nb.methods.oneshot.base import OneShotMethod, adam_steps, knn_graph, load_module, module_message
 from pace_nb.nn.gcn import Params, dropout_mask, gcn_forward, propagation_matrix
+from pace_nb.methods.contract import register
 
 #: the released generator's hidden widths (``utils.Generator``: dims = [noise + C, 64, 128, 256])
 GEN_HIDDEN = (64, 128, 256)
@@ -178,12 +179,13 @@ class ProxyGenerator(torch.nn.Module):
 
 
 # ----------------------------------------------------------------------------- the method
-@oneshot_method
+@register
 class Ghost(OneShotMethod):
     """GHOST: per-client proxy generators (feature + FGW losses) → sequential, criterion-consolidated server."""
 
     name = "ghost"
     label = "GHOST"
+    colour, marker = "#EE6677", "p"
     groups = {"oneshot": 3}  # row positions in the papers' tables
     paper = "Qian et al. 2025 (ICML), GHOST: one-shot federated graph learning"
     _parameter_constraints = {

@@ -67,8 +67,9 @@ from torch import Tensor
 
 from pace_nb.core.validation import Interval
 from pace_nb.methods.oneshot.base import (OneShotMethod, is_binary, knn_graph, label_counts, load_module,
-                                          mlp, module_message, oneshot_method)
+                                          mlp, module_message)
 from pace_nb.nn.gcn import WEIGHT_KEYS, gcn_forward, propagation_matrix
+from pace_nb.methods.contract import register
 
 
 # ----------------------------------------------------------------------------- pure math
@@ -189,12 +190,13 @@ def class_means(v: Tensor, y: Tensor, classes: Tensor) -> Tensor:
     return torch.stack([v[y == c].mean(0) for c in classes.tolist()])
 
 
-@oneshot_method
+@register
 class Oasis(OneShotMethod):
     """OASIS: teacher + synthesizer + topological codebook per client → WESAD/WDSRD distillation."""
 
     name = "oasis"
     label = "OASIS"
+    colour, marker = "#228833", "v"
     groups = {"oneshot": 4}  # row positions in the papers' tables
     paper = "Wan et al. 2025 (NeurIPS), OASIS: one-shot FGL via Wasserstein assisted knowledge integration"
     uses_local = True

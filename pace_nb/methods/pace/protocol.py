@@ -32,7 +32,7 @@ from pace_nb.core.errors import ConfigError, unknown
 from pace_nb.core.validation import Interval, Options, check_names, check_ranks, validate_params
 from pace_nb.methods.evaluation import evaluate_method
 from pace_nb.methods.local import seed_positions
-from pace_nb.methods.registry import register_method
+from pace_nb.methods.contract import Method, register
 from pace_nb.methods.pace.lowrank import Params
 from pace_nb.methods.pace.sketch import SketchConfig, client_sketches
 from pace_nb.methods.pace.transport import TransportConfig, external_params, server_returns
@@ -166,12 +166,6 @@ def transport_seed(fg, local: Sequence[Params], init: Params, config: PaceConfig
                          lowrank.dense_model_bytes(init), time.perf_counter() - t0)
 
 
-def check_pace_params(params: dict[str, Any]) -> None:
-    """Validate PACE's hyperparameters: ``variants`` (names of :data:`VARIANTS`), ``ranks``
-    (integers >= 1, 0 = dense), ``base`` (a :class:`PaceConfig` or None)."""
-    variant_configs(params.get("variants", ("full",)), params.get("ranks", (6,)), params.get("base"))
-
-
 def variant_configs(variants: Sequence[str], ranks: Sequence[int], base: PaceConfig | None = None
                     ) -> list[tuple[str, PaceConfig]]:
     """``(variant, config)`` for every rank × variant, both lists checked."""
@@ -182,8 +176,31 @@ def variant_configs(variants: Sequence[str], ranks: Sequence[int], base: PaceCon
     return [(v, variant_config(v, r, base)) for r in ranks for v in variants]
 
 
-@register_method("pace", description="PACE: rank-r RegMean correction + CNLL (variants, ranks)",
-                 defaults={"variants": ("full",), "ranks": (6,)}, label="PACE (Ours)", check=check_pace_params)
+@register
+class Pace(Method):
+    """PACE as a registered method: rows for every seed × ``ranks`` × ``variants`` (Table 2 variants,
+    Table 5 ranks; ``base``: the :class:`PaceConfig` the variants start from, None = the paper's)."""
+
+    name = "pace"
+    label = "PACE (Ours)"
+    paper = "PACE: propagation-aware low-rank correction + CNLL (this package's paper)"
+    description = "PACE: rank-r RegMean correction + CNLL (variants, ranks)"
+    colour, marker = "#D55E00", "o"
+
+    @dataclass(frozen=True)
+    class Config:
+        variants: Sequence[str] = ("full",)
+        ranks: Sequence[int] = (6,)
+        base: PaceConfig | None = None
+
+    def validate(self) -> None:
+        variant_configs(self.cfg.variants, self.cfg.ranks, self.cfg.base)
+
+    def run(self, fg, local, *, seeds=None, device="auto", progress=True, local_logits=None, train_config=None):
+        return run_pace(fg, local, seeds=seeds, device=device, progress=progress, local_logits=local_logits,
+                        variants=self.cfg.variants, ranks=self.cfg.ranks, base=self.cfg.base)
+
+
 def run_pace(fg, local, *, seeds: Sequence[int] | None = None, device="auto", progress: bool = True,
              variants: Sequence[str] = ("full",), ranks: Sequence[int] = (6,),
              base: PaceConfig | None = None, local_logits: dict | None = None, train_config=None) -> pd.DataFrame:

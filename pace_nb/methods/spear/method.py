@@ -6,24 +6,18 @@ row per requested variant (``full`` and the Tab. 4 ablations), exactly the rows 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import pandas as pd
 
 from pace_nb.core.validation import check_names
-from pace_nb.methods.registry import register_method
+from pace_nb.core.errors import unknown
+from pace_nb.methods.contract import Method, register
 from pace_nb.methods.spear.core import VARIANTS, SpearConfig
 
 
-def check_spear_params(params: dict[str, Any]) -> None:
-    """Validate SPEAR's hyperparameters: T, a, gamma (:class:`SpearConfig`) and ``variants``."""
-    SpearConfig(**{k: v for k, v in params.items() if k != "variants"})
-    _variants(params.get("variants", ("full",)))
-
-
 def _variants(variants: Sequence[str]) -> tuple[str, ...]:
-    from pace_nb.core.errors import unknown
-
     out = check_names([variants] if isinstance(variants, str) else variants, "SPEAR variants")
     for v in out:
         if v not in VARIANTS:
@@ -31,13 +25,34 @@ def _variants(variants: Sequence[str]) -> tuple[str, ...]:
     return out
 
 
-@register_method("spear", needs=(), label="SPEAR", check=check_spear_params,
-                 description="SPEAR: training-free PPR prototypes with shrinkage (variants: Tab. 4 ablations)")
-def run_spear_method(fg, local=None, *, seeds: Sequence[int] | None = None, device="auto", progress: bool = True,
-                     local_logits: dict | None = None, train_config=None, T: int = 2, a: float = 0.5,
-                     gamma: float = 0.1, variants: Sequence[str] = ("full",)) -> pd.DataFrame:
-    """SPEAR's rows on ``fg`` for ``variants``; the protocol's seeds and models are not used
-    (SPEAR has neither), ``T``/``a``/``gamma`` as in :class:`SpearConfig`."""
-    from pace_nb.methods.spear.analysis import ablation
+@register
+class Spear(Method):
+    """SPEAR's rows on a federation for ``variants``; the protocol's seeds and Local models are not
+    used (SPEAR has neither); ``T``/``a``/``gamma`` as in :class:`SpearConfig`."""
 
-    return ablation(fg, SpearConfig(T=T, a=a, gamma=gamma), _variants(variants))
+    name = "spear"
+    label = "SPEAR"
+    paper = "SPEAR: training-free PPR prototypes with shrinkage"
+    description = "SPEAR: training-free PPR prototypes with shrinkage (variants: Tab. 4 ablations)"
+    colour, marker = "#0072B2", "o"
+    needs = ()
+
+    @dataclass(frozen=True)
+    class Config:
+        T: int = SpearConfig.T
+        a: float = SpearConfig.a
+        gamma: float = SpearConfig.gamma
+        variants: Sequence[str] = ("full",)
+
+    def validate(self) -> None:
+        self.spear_config()
+        _variants(self.cfg.variants)
+
+    def spear_config(self) -> SpearConfig:
+        return SpearConfig(T=self.cfg.T, a=self.cfg.a, gamma=self.cfg.gamma)
+
+    def run(self, fg, local=None, *, seeds=None, device="auto", progress=True, local_logits=None,
+            train_config=None) -> pd.DataFrame:
+        from pace_nb.methods.spear.analysis import ablation
+
+        return ablation(fg, self.spear_config(), _variants(self.cfg.variants))
