@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
@@ -62,7 +63,7 @@ class FedContext:
     init: list[Params]
     round: int = 0
     start: Params | None = None
-    state: dict[str, Any] = field(default_factory=dict)
+    state: dict[Any, Any] = field(default_factory=dict)
 
     @property
     def num_clients(self) -> int:
@@ -78,6 +79,7 @@ class FedContext:
         """``start[k][models]`` on ``device`` for ``keys``: gathered once per round and chunk of models
         (a hook calls it every epoch; the values are the same tensors' rows, so results are unchanged)."""
         key = (self.round, tuple(models), tuple(keys), str(device))
+        assert self.start is not None, "start_rows is called during a round"
         if key not in self._rows:
             self._rows.clear()
             self._rows[key] = {k: self.start[k][list(models)].to(device) for k in keys}
@@ -133,7 +135,8 @@ class FederatedMethod(Method):
 
     personalized: ClassVar[bool] = False
     #: Params keys the server aggregates (others stay with their client).
-    shared_keys: ClassVar[tuple[str, ...]] = WEIGHT_KEYS
+    #: (a method whose Config changes them sets them in ``validate``, e.g. FedPub's head layers).
+    shared_keys: tuple[str, ...] = WEIGHT_KEYS
 
     #: ``eval_forward(params, client) -> logits``: a method whose deployed model is not the plain
     #: GCN (FedAux's ``[h ‖ z]`` classifier) defines it; None = :func:`gcn_forward`.
@@ -275,6 +278,14 @@ class FederatedRun:
         return [[self.model(s, k) for k in range(self.num_clients)] for s in range(len(self.seeds))]
 
 
+def _extra_loss(method: "FederatedMethod", ctx: FedContext, step: TrainStep) -> Tensor:
+    """The trainer's ``extra_loss``: the method's local terms (a method that is not plain CE has some)."""
+    loss = method.local_loss(step, ctx)
+    if loss is None:
+        raise ConfigError(f"{method.name}: local_loss returned None although plain_local is False")
+    return loss
+
+
 def round_model_seed(run_seed: int, client: int, rnd: int) -> int:
     """Dropout seed of model (seed, client) in round ``rnd`` (round 0 = Local's seed)."""
     base = model_seed(run_seed, client)
@@ -317,16 +328,18 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
     # a reused Local model carries no Adam state, so a kept Adam trains round 1 itself (same numbers)
     reuse = _reusable(local, fg, seeds, rconf) and not keep
     bar = _progress(range(int(rounds)), progress and rounds > 1, desc=f"{method.name} rounds")
-    history, layouts = [], {}  # the clients' layouts, built once for all rounds
-    adam = {} if keep else None  # model b -> its Adam moments and step count, across rounds
+    history: list[dict[str, Any]] = []
+    layouts: dict = {}  # the clients' layouts, built once for all rounds
+    adam: dict | None = {} if keep else None  # model b -> its Adam moments and step count, across rounds
     for r in bar:
         ctx.round, ctx.start = r, start
         opt = method.local_optimizer(ctx)
         if r == 0 and reuse and method.plain_local(ctx) and opt is None and set(start) == set(WEIGHT_KEYS):
+            assert local is not None  # _reusable checked it
             trained = {k: v.clone() for k, v in local.params.items()}
         else:
             mseeds = [round_model_seed(s, k, r) for s in seeds for k in range(k_n)]
-            hook = None if method.plain_local(ctx) else (lambda step: method.local_loss(step, ctx))
+            hook = None if method.plain_local(ctx) else partial(_extra_loss, method, ctx)
             trained, _ = train_models(fg.clients, start, mseeds, ctx.client_of, rconf, extra_loss=hook,
                                       device=dev, progress=progress and rounds == 1, max_batch=max_batch,
                                       optimizer=opt, layouts=layouts, optimizer_state=adam)

@@ -23,6 +23,8 @@ Defaults: σ = 1 (FedAux's parser), scale 10.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import dataclass
 
@@ -34,7 +36,7 @@ from pace_nb.core.validation import Interval, Options
 from pace_nb.nn.gcn import effective_weight, gcn_forward, propagation_matrix
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext, FederatedMethod, mix
-from pace_nb.methods.baselines.fedpub import FedPub, similarity_weights
+from pace_nb.methods.baselines.fedpub import similarity_diagonal, similarity_weights
 from pace_nb.methods.contract import register
 
 AUX_KEY = "aux"
@@ -75,7 +77,7 @@ class FedAux(FederatedMethod):
     groups = {"pace_control": 7}  # row positions in the papers' tables
     paper = "Zhuo et al. 2025, Personalized subgraph federated learning with differentiable auxiliary projections"
     personalized = True
-    shared_keys = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", AUX_KEY)
+    shared_keys: tuple[str, ...] = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", AUX_KEY)
     _parameter_constraints = {"sigma": [Interval(float, 0.5, None)], "norm_scale": [Interval(float, 0, None)],
                               "aux_weight": [Interval(float, 0, None)], "head": [Options(HEADS)],
                               "similarity": [Options(SIMILARITIES)]}
@@ -112,7 +114,7 @@ class FedAux(FederatedMethod):
         ctx.state["P"] = [propagation_matrix(c.edge_index, c.num_nodes) for c in ctx.fg.clients]
 
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor:
-        total = 0.0
+        total: Any = 0.0  # a tensor after the first model
         for i, k in enumerate(step.clients):
             c = ctx.fg.clients[k]
             h = step.hidden[i]
@@ -151,4 +153,4 @@ class FedAux(FederatedMethod):
 
     def diagnostics(self, ctx) -> dict:
         """``similarity_diag[s][i]`` = S_ii, receiver i's weight on its own model."""
-        return FedPub.diagnostics(self, ctx)
+        return similarity_diagonal(ctx)

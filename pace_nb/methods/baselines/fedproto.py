@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -60,7 +62,7 @@ class FedProto(FederatedMethod):
 
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor:
         g, held = ctx.state["global_protos"], ctx.state["held"]
-        total = 0.0
+        total: Any = 0.0  # a tensor after the first model
         for i, (b, k) in enumerate(zip(step.models, step.clients)):
             c = ctx.fg.clients[k]
             dev = step.hidden[i].device

@@ -28,6 +28,8 @@ def proximal_term(params: dict[str, Tensor], anchor: dict[str, Tensor], mu: floa
         d = params[k] - anchor[k].detach().to(params[k].device)
         term = d.pow(2).sum()
         total = term if total is None else total + term
+    if total is None:
+        raise ValueError("proximal_term: no parameter keys given")
     return 0.5 * mu * total
 
 

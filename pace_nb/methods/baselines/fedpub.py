@@ -98,6 +98,13 @@ def similarity_weights(emb: Tensor, scale: float = 10.0) -> Tensor:
     return s / s.sum(-1, keepdim=True)
 
 
+def similarity_diagonal(ctx: FedContext) -> dict:
+    """``{"similarity_diag": [[S_ii per receiver] per seed]}`` of the last round's mixing weights
+    (``ctx.state["weights"]``, [S, K, K]); empty before any aggregation."""
+    w = ctx.state.get("weights")
+    return {} if w is None else {"similarity_diag": [[round(float(v), 6) for v in torch.diagonal(ws)] for ws in w]}
+
+
 @register
 class FedPub(FederatedMethod):
     """FED-PUB: masked GCN + functional-embedding personalized aggregation."""
@@ -166,8 +173,7 @@ class FedPub(FederatedMethod):
 
     def diagnostics(self, ctx) -> dict:
         """``similarity_diag[s][i]`` = S_ii, receiver i's weight on its own model (last round)."""
-        w = ctx.state.get("weights")
-        return {} if w is None else {"similarity_diag": [[round(float(v), 6) for v in torch.diagonal(ws)] for ws in w]}
+        return similarity_diagonal(ctx)
 
     def deployed(self, ctx, returned):
         return prune_masks(returned, self.cfg.l1)

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -81,9 +83,10 @@ class FedRCL(FedAvg):
         return self.cfg.weight == 0
 
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor:
-        total = 0.0
+        total: Any = 0.0  # a tensor after the first model
         for i, k in enumerate(step.clients):
             c = ctx.fg.clients[k]
+            assert step.pre_hidden is not None, "FedRCL asks the trainer for pre-ReLU features"
             feat = step.pre_hidden[i]
             tm = c.train_mask.to(feat.device)
             total = total + rcl_loss(feat[tm], c.y.to(feat.device)[tm], self.cfg.tau, self.cfg.threshold,

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -55,6 +57,7 @@ class MOON(FedAvg):
         key = ("moon_refs", ctx.round)
         if key not in ctx.state:
             fg = ctx.fg
+            assert ctx.start is not None, "references are built during a round"
             ref = []
             for b, k in enumerate(ctx.client_of):
                 g = client_hidden({n: v[b] for n, v in ctx.start.items()}, fg.clients[k])
@@ -66,7 +69,7 @@ class MOON(FedAvg):
 
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor:
         refs = self._references(ctx)
-        total = 0.0
+        total: Any = 0.0  # a tensor after the first model
         for i, b in enumerate(step.models):
             g, p = refs[b]
             dev = step.hidden[i].device

@@ -256,6 +256,8 @@ class OneShotMethod(Method):
 
     def server_train(self, ctx: OneShotContext, messages: list[Message], graph: SyntheticGraph | None) -> Params:
         """Server: the global GCN (default: cross-entropy on the synthetic graph)."""
+        if graph is None:
+            raise NotImplementedError(f"{self.name}: synthesize returned no graph, so server_train must be overridden")
         return ctx.fit(graph)
 
     def diagnostics(self, ctx: OneShotContext) -> dict[str, Any]:

@@ -103,7 +103,7 @@ def make_generator(nz: int, hidden: int, out: int) -> torch.nn.Sequential:
 
 
 @torch.no_grad()
-def reset_generator(gen: torch.nn.Module, out_bias: Tensor, rng: torch.Generator) -> None:
+def reset_generator(gen: torch.nn.Sequential, out_bias: Tensor, rng: torch.Generator) -> None:
     """``reset_model``: linear weights N(0, 0.02), biases 0, BN scale N(1, 0.02), shift 0; then the
     output bias is set to ``out_bias`` (graph adaptation, module docstring)."""
     for m in gen.modules():
@@ -114,7 +114,9 @@ def reset_generator(gen: torch.nn.Module, out_bias: Tensor, rng: torch.Generator
             torch.nn.init.normal_(m.weight, 1.0, 0.02, generator=rng)
             m.bias.zero_()
             m.reset_running_stats()
-    gen[-1].bias.copy_(out_bias)
+    last = gen[-1]
+    assert isinstance(last, torch.nn.Linear), "the generator ends in a Linear layer"
+    last.bias.copy_(out_bias)
 
 
 @dataclass
@@ -199,6 +201,7 @@ class Dense(OneShotMethod):
             opt.zero_grad()
             loss.backward()
             opt.step()
+        assert best is not None, "g_steps >= 1 (a Config constraint)"
         return best
 
     def server_train(self, ctx, messages, graph):

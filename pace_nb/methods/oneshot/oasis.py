@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -289,7 +290,7 @@ class Oasis(OneShotMethod):
         for a client with no share."""
         counts = torch.stack([m["counts"] for m in messages])
         alloc = balanced_allocation(counts, self.cfg.proxy_nodes)
-        out = []
+        out: list[tuple[Any, Any, Tensor, Any] | None] = []
         for m, synth, a in zip(messages, synths, alloc):
             y = torch.repeat_interleave(torch.arange(ctx.num_classes), a)
             if not len(y):
