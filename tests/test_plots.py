@@ -399,3 +399,33 @@ def test_sweeps_per_panel_hue_error_bars_and_paper_setting():
     assert [lg.get_title().get_text() for lg in fig.legends] == ["β panel (Cora)", "a panel"]
     assert any(ln.get_xdata()[0] == 0.5 and ln.get_linestyle() == ":" for ln in ax_a.lines)
     assert "3 data seeds" in fig.get_suptitle()
+
+
+def test_plots_draw_into_the_callers_axes():
+    """A ``plot_*`` given ``ax`` draws there (the caller's figure, nothing new opened); a panel count
+    that does not match is a clear error; every fixed-layout plot takes ``ax``."""
+    import inspect
+
+    from pace_nb.viz import harm, reproduction
+
+    rows = make_rows("Cora", num_clients=3, base=50.0)
+    fig, (left, right) = plt.subplots(1, 2)
+    before = len(plt.get_fignums())
+    got = plots.plot_client_accuracy(rows, ("local", "pace"), ax=left)
+    assert got is fig and len(plt.get_fignums()) == before and left.get_ylabel() == "test accuracy (%)"
+    assert not right.has_data()
+    got = spear_plots.plot_silhouettes(pd.DataFrame({"representation": ["raw"], "silhouette": [0.2]}), ax=right)
+    assert got is fig and right.patches
+    with pytest.raises(ConfigError, match="draws 1 × 2 panel"):
+        plots.plot_training_curves(pd.DataFrame({"client": [0], "epoch": [1], "loss": [1.0], "train_acc": [0.5]}),
+                                   ax=left)
+    other = plt.figure().add_subplot()
+    with pytest.raises(ConfigError, match="one figure"):
+        plots.plot_training_curves(pd.DataFrame({"client": [0], "epoch": [1], "loss": [1.0], "train_acc": [0.5]}),
+                                   ax=[left, other])
+    data_dependent = {"plot_sweeps", "plot_receiver_means", "plot_client_scaling", "plot_spear_comparison"}
+    for mod in (plots, spear_plots, harm, reproduction):
+        for name, fn in inspect.getmembers(mod, inspect.isfunction):
+            if name.startswith("plot_") and fn.__module__ == mod.__name__ and name not in data_dependent:
+                assert "ax" in inspect.signature(fn).parameters, name
+    plt.close("all")

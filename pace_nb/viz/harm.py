@@ -10,7 +10,7 @@ import pandas as pd
 
 from pace_nb.core.schema import OUTCOME_COLORS
 from pace_nb.data.datasets import dataset_order
-from pace_nb.viz.style import COLUMN, FULL, ROW, method_color, panel_grid as _grid, require_columns as _require
+from pace_nb.viz.style import COLUMN, FULL, ROW, method_color, panel_grid as _grid, require_columns as _require, subplots
 
 
 def _datasets(values) -> list[str]:
@@ -34,14 +34,14 @@ def _setting_labels(frame: pd.DataFrame) -> list[str]:
 
 
 def plot_paired_differences(paired: pd.DataFrame, metrics: Sequence[str] = ("acc", "f1_weighted"),
-                            title: str = "") -> plt.Figure:
+                            title: str = "", ax=None) -> plt.Figure:
     """PACE Fig. 4a–b: mean seed-paired difference with its 95 % t interval per dataset,
     Win/Tie/Loss on the right. ``paired``: :func:`pace_nb.analysis.diagnostics.paired_summary`."""
     _require(paired, ["dataset", "metric", "mean", "ci_low", "ci_high", "wins", "ties", "losses"],
              "plot_paired_differences")
     metrics = [m for m in metrics if m in set(paired["metric"])]
     paired = _in_order(paired)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(FULL, 0.45 * paired["dataset"].nunique() + 1.1), squeeze=False)
+    fig, axes = subplots(ax, 1, len(metrics), figsize=(FULL, 0.45 * paired["dataset"].nunique() + 1.1), squeeze=False)
     names = {"acc": "accuracy", "f1_weighted": "weighted F1", "f1_macro": "macro F1"}
     for ax, m in zip(axes[0], metrics):
         f = paired[paired["metric"] == m].reset_index(drop=True)
@@ -62,13 +62,13 @@ def plot_paired_differences(paired: pd.DataFrame, metrics: Sequence[str] = ("acc
     return fig
 
 
-def plot_harm_units(harm: pd.DataFrame, worst: pd.DataFrame | None = None, title: str = "") -> plt.Figure:
+def plot_harm_units(harm: pd.DataFrame, worst: pd.DataFrame | None = None, title: str = "", ax=None) -> plt.Figure:
     """PACE Fig. 4c: helped / tied / harmed receiver–seed units per dataset (stacked bars);
     labels give the worst fixed-receiver five-seed mean. ``harm``: ``dataset, helped, tied,
     harmed``; ``worst``: ``dataset, mean_diff`` per receiver (receiver means) or ``worst_mean``."""
     _require(harm, ["dataset", "helped", "tied", "harmed"], "plot_harm_units")
     harm = _in_order(harm)
-    fig, ax = plt.subplots(figsize=(COLUMN + 0.8, max(2.0, 0.45 * len(harm) + 1.3)))
+    fig, ax = subplots(ax, figsize=(COLUMN + 0.8, max(2.0, 0.45 * len(harm) + 1.3)))
     y = np.arange(len(harm))[::-1]
     left = np.zeros(len(harm))
     for k in ("helped", "tied", "harmed"):

@@ -20,7 +20,7 @@ from pace_nb.core.schema import DIRECTION_COLORS, PACE_VARIANT_LABELS
 from pace_nb.data.datasets import dataset_order
 from pace_nb.methods.registry import method_label
 from pace_nb.viz.style import (COLUMN, FULL, ROW, client_palette, fixed_jitter, method_color, method_marker,  # noqa: F401
-                              method_palette, panel_grid, require_columns, save_figure, set_style)
+                              method_palette, panel_grid, require_columns, save_figure, set_style, subplots)
 
 _require, _grid = require_columns, panel_grid
 _PLAIN = FuncFormatter(lambda v, _: f"{v:g}")  # log axes: 2, 5, 10, 50 instead of 2×10⁰ …
@@ -32,12 +32,12 @@ def _datasets(values) -> list[str]:
 
 
 # ------------------------------------------------------------------ 01 local training
-def plot_partition(parts: pd.DataFrame, title: str = "") -> plt.Figure:
+def plot_partition(parts: pd.DataFrame, title: str = "", ax=None) -> plt.Figure:
     """Client sizes by split (left) and client × class label counts (right).
 
     ``parts``: ``client, class, split, count`` (split ∈ train/val/test)."""
     _require(parts, ["client", "class", "split", "count"], "plot_partition")
-    fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW + 0.4), width_ratios=[1, 1.3])
+    fig, (a, b) = subplots(ax, 1, 2, figsize=(FULL, ROW + 0.4), width_ratios=[1, 1.3])
     sizes = parts.pivot_table(index="client", columns="split", values="count", aggfunc="sum").fillna(0)
     sizes = sizes[[s for s in ("train", "val", "test") if s in sizes.columns]]
     bottom = np.zeros(len(sizes))
@@ -57,11 +57,11 @@ def plot_partition(parts: pd.DataFrame, title: str = "") -> plt.Figure:
     return fig
 
 
-def plot_training_curves(curves: pd.DataFrame, title: str = "") -> plt.Figure:
+def plot_training_curves(curves: pd.DataFrame, title: str = "", ax=None) -> plt.Figure:
     """Training loss and training accuracy per epoch, one line per client (mean over seeds,
     band = range). ``curves``: ``client, seed, epoch, loss, train_acc`` (fractions)."""
     _require(curves, ["client", "epoch", "loss", "train_acc"], "plot_training_curves")
-    fig, axes = plt.subplots(1, 2, figsize=(FULL, ROW))
+    fig, axes = subplots(ax, 1, 2, figsize=(FULL, ROW))
     frame = curves.assign(train_acc=100 * curves["train_acc"], client=curves["client"].astype(int))
     pal = client_palette(frame["client"])
     for ax, col, label in zip(axes, ["loss", "train_acc"], ["training loss (cross-entropy)", "training accuracy (%)"]):
@@ -78,13 +78,13 @@ def plot_training_curves(curves: pd.DataFrame, title: str = "") -> plt.Figure:
 
 
 def plot_client_accuracy(rows: pd.DataFrame, methods: Sequence[str] = ("local",), metric: str = "acc",
-                         title: str = "") -> plt.Figure:
+                         title: str = "", ax=None) -> plt.Figure:
     """Per-receiver test accuracy from result rows: one dot per seed, a bar at the seed
     mean; dashed lines: pooled accuracy. Pass rows of one variant/rank per method."""
     _require(rows, ["method", "receiver", "seed", metric], "plot_client_accuracy")
     frame = rows[(rows["receiver"] >= 0) & rows["method"].isin(methods)]
     _require(frame, ["method"], f"plot_client_accuracy (methods {list(methods)})")
-    fig, ax = plt.subplots(figsize=(FULL, ROW))
+    fig, ax = subplots(ax, figsize=(FULL, ROW))
     names = [method_label(m) for m in methods]
     pal = {method_label(m): method_color(m) for m in methods}
     frame = frame.assign(method=frame["method"].map(method_label))
@@ -108,13 +108,13 @@ def plot_client_accuracy(rows: pd.DataFrame, methods: Sequence[str] = ("local",)
 
 
 # ------------------------------------------------------------------ 02 low rank + transport
-def plot_singular_spectra(spectra: pd.DataFrame, rank: int = 6, title: str = "") -> plt.Figure:
+def plot_singular_spectra(spectra: pd.DataFrame, rank: int = 6, title: str = "", ax=None) -> plt.Figure:
     """Singular values of Δ_i per weight matrix (one line per client, top) and the share of
     squared Frobenius energy kept by rank r (bottom; Eckart–Young). Matrices whose rank is
     ≤ r are sent dense. ``spectra``: ``param, client, index, sigma`` (index from 0)."""
     _require(spectra, ["param", "client", "index", "sigma"], "plot_singular_spectra")
     params = list(dict.fromkeys(spectra["param"]))
-    fig, axes = plt.subplots(2, len(params), figsize=(FULL, 2 * ROW), squeeze=False, sharex="col")
+    fig, axes = subplots(ax, 2, len(params), figsize=(FULL, 2 * ROW), squeeze=False, sharex="col")
     pal = client_palette(spectra["client"])
     for j, p in enumerate(params):
         f = spectra[spectra["param"] == p].assign(index=lambda d: d["index"] + 1)
@@ -140,14 +140,14 @@ def plot_singular_spectra(spectra: pd.DataFrame, rank: int = 6, title: str = "")
     return fig
 
 
-def plot_sketch_moments(sketches: pd.DataFrame, title: str = "") -> plt.Figure:
+def plot_sketch_moments(sketches: pd.DataFrame, title: str = "", ax=None) -> plt.Figure:
     """Normalized second-moment sketches c_i (Eq. 4–5) as client × input-column heatmaps
     (log scale, columns sorted by their mean over clients). ``sketches``: ``param, client, column, c``."""
     _require(sketches, ["param", "client", "column", "c"], "plot_sketch_moments")
     from matplotlib.colors import LogNorm
 
     params = list(dict.fromkeys(sketches["param"]))
-    fig, axes = plt.subplots(1, len(params), figsize=(FULL, ROW), squeeze=False)
+    fig, axes = subplots(ax, 1, len(params), figsize=(FULL, ROW), squeeze=False)
     for ax, p in zip(axes[0], params):
         m = sketches[sketches["param"] == p].pivot_table(index="client", columns="column", values="c")
         m = m[m.mean().sort_values(ascending=False).index]
@@ -163,12 +163,12 @@ def plot_sketch_moments(sketches: pd.DataFrame, title: str = "") -> plt.Figure:
     return fig
 
 
-def plot_consensus_compare(cons: pd.DataFrame, title: str = "") -> plt.Figure:
+def plot_consensus_compare(cons: pd.DataFrame, title: str = "", ax=None) -> plt.Figure:
     """RegMean vs plain-mean consensus: per input column, ‖Δ^C[:, d]‖ under each rule,
     against the column's total sketch weight. ``cons``: ``param, column, regmean, mean, weight``."""
     _require(cons, ["param", "column", "regmean", "mean", "weight"], "plot_consensus_compare")
     params = list(dict.fromkeys(cons["param"]))
-    fig, axes = plt.subplots(1, len(params), figsize=(FULL, ROW + 0.2), squeeze=False)
+    fig, axes = subplots(ax, 1, len(params), figsize=(FULL, ROW + 0.2), squeeze=False)
     for ax, p in zip(axes[0], params):
         f = cons[cons["param"] == p]
         sc = ax.scatter(f["mean"], f["regmean"], c=np.log10(f["weight"].clip(lower=1e-3)), cmap="viridis", s=6)
@@ -181,7 +181,7 @@ def plot_consensus_compare(cons: pd.DataFrame, title: str = "") -> plt.Figure:
 
 
 def plot_variant_bars(rows: pd.DataFrame, methods_variants: Sequence[tuple[str, str]], metric: str = "acc",
-                      title: str = "") -> plt.Figure:
+                      title: str = "", ax=None) -> plt.Figure:
     """Pooled accuracy (mean ± std over seeds) of chosen (method, variant) pairs, e.g. the
     Table 2 ablations (Mean vs RegMean consensus …)."""
     _require(rows, ["method", "variant", "receiver", "seed", metric], "plot_variant_bars")
@@ -195,7 +195,7 @@ def plot_variant_bars(rows: pd.DataFrame, methods_variants: Sequence[tuple[str, 
     f = f.assign(label=[name(m, v) for m, v in zip(f["method"], f["variant"])])
     order = [name(m, v) for m, v in methods_variants if name(m, v) in set(f["label"])]
     colour = {name(m, v): method_color(v if m == "pace" and v != "full" else m) for m, v in methods_variants}
-    fig, ax = plt.subplots(figsize=(COLUMN + 1.0, 0.42 * len(order) + 1.0))
+    fig, ax = subplots(ax, figsize=(COLUMN + 1.0, 0.42 * len(order) + 1.0))
     sns.barplot(f, y="label", x=metric, order=order, hue="label", palette=colour, errorbar="sd", ax=ax, legend=False,
                 saturation=1)
     means, sds = f.groupby("label")[metric].mean(), f.groupby("label")[metric].std().fillna(0)
@@ -207,7 +207,7 @@ def plot_variant_bars(rows: pd.DataFrame, methods_variants: Sequence[tuple[str, 
 
 
 def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, frozen_rank: int = 6,
-                    title: str = "") -> plt.Figure:
+                    title: str = "", ax=None) -> plt.Figure:
     """PACE Fig. 3: accuracy vs rank, one panel per dataset in the paper's order (line: mean over
     seeds, band: ± sd; dashed: Local; dotted: the frozen rank), and upload / return bytes relative
     to dense tensors (mean over datasets). Rank 0 = dense (plotted at the right).
@@ -222,7 +222,7 @@ def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, froze
     pos = {r: i for i, r in enumerate(ranks)} | {0: len(ranks)}
     ticks = [str(r) for r in ranks] + (["dense"] if (pace["rank"] == 0).any() else [])
     datasets = _datasets(pace["dataset"])
-    fig, axes = plt.subplots(1, len(datasets) + 1, figsize=(max(FULL, 2.3 * (len(datasets) + 1)), ROW + 0.3),
+    fig, axes = subplots(ax, 1, len(datasets) + 1, figsize=(max(FULL, 2.3 * (len(datasets) + 1)), ROW + 0.3),
                              squeeze=False)
     axes = axes[0]
     has_paper = paper is not None and len(paper)
@@ -275,7 +275,7 @@ def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, froze
 STAR = "#0072B2"  # the CNLL α* (blue: apart from PACE's vermillion under deuteranopia)
 
 def plot_alpha_paths(paths: pd.DataFrame, alpha_star: pd.Series | dict | None = None, ncols: int = 5,
-                     title: str = "") -> plt.Figure:
+                     title: str = "", ax=None) -> plt.Figure:
     """CNLL along the logit segment z(α) = (1−α) z_L + α z_E, per receiver: validation NLL
     (upper panel) and validation / test accuracy (lower panel, %), α* marked.
     ``paths``: ``receiver, alpha, val_nll, val_acc, test_acc`` (accs as fractions, as
@@ -284,7 +284,7 @@ def plot_alpha_paths(paths: pd.DataFrame, alpha_star: pd.Series | dict | None = 
     receivers = sorted(paths["receiver"].unique())
     ncols = max(1, min(ncols, len(receivers)))
     groups = int(np.ceil(len(receivers) / ncols))
-    fig, axes = plt.subplots(2 * groups, ncols, figsize=(FULL, groups * 2 * ROW * 0.72), sharex=True,
+    fig, axes = subplots(ax, 2 * groups, ncols, figsize=(FULL, groups * 2 * ROW * 0.72), sharex=True,
                              squeeze=False, height_ratios=[1, 1] * groups)
     stars = dict(alpha_star or {})
     for i in range(groups * ncols):
@@ -315,7 +315,7 @@ def plot_alpha_paths(paths: pd.DataFrame, alpha_star: pd.Series | dict | None = 
     return fig
 
 
-def plot_alpha_utilisation(util: pd.DataFrame, paper: pd.DataFrame | None = None, title: str = "") -> plt.Figure:
+def plot_alpha_utilisation(util: pd.DataFrame, paper: pd.DataFrame | None = None, title: str = "", ax=None) -> plt.Figure:
     """PACE Table 3 as a figure, ours beside the paper's: mean α*, share of α* = 0, upload
     and return bytes (% of dense) per dataset. ``util``: ``dataset, alpha_mean,
     alpha_zero_frac, upload_ratio, return_ratio`` (ratios in percent); ``paper``: Table 3
@@ -335,7 +335,7 @@ def plot_alpha_utilisation(util: pd.DataFrame, paper: pd.DataFrame | None = None
               "alpha_zero_pct": ("α* = 0 (%)", "share of units that keep Local exactly (α* = 0)"),
               "upload_pct": ("upload (%)", "client upload, % of dense float32 model bytes"),
               "return_pct": ("return (%)", "personalized return, % of dense float32 model bytes")}
-    fig, axes = plt.subplots(4, 1, figsize=(FULL, 4 * ROW * 0.68), sharex=True)
+    fig, axes = subplots(ax, 4, 1, figsize=(FULL, 4 * ROW * 0.68), sharex=True)
     pal = {"ours": method_color("pace"), "paper": "#BBBBBB"}
     fmt = {"alpha_mean": "%.2f", "alpha_zero_pct": "%.0f", "upload_pct": "%.1f", "return_pct": "%.1f"}
     ran = set(ours["dataset"])

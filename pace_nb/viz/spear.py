@@ -12,7 +12,7 @@ from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import SPEAR_VARIANT_LABELS
 from pace_nb.methods.registry import method_label
 from pace_nb.viz.style import (FULL, ROW, client_palette, method_color, method_marker, panel_grid as _grid,
-                              require_columns as _require)
+                              require_columns as _require, subplots)
 
 
 #: Class colours: Okabe–Ito (up to 8 classes), then Paul Tol's muted scheme.
@@ -51,14 +51,14 @@ def _class_palette(labels) -> dict:
 
 
 def plot_umap_panels(coords: pd.DataFrame, silhouettes: Mapping[str, float] | None = None,
-                     order: Sequence[str] | None = None, title: str = "") -> plt.Figure:
+                     order: Sequence[str] | None = None, title: str = "", ax=None) -> plt.Figure:
     """SPEAR Fig. 2: UMAP of node representations, top row coloured by class, bottom row by
     client, cosine silhouette (class labels) in each title with the paper's value and whether ours
     reproduces it. ``coords``: ``representation, x, y, label, client``; ``silhouettes``:
     representation → score."""
     _require(coords, ["representation", "x", "y", "label", "client"], "plot_umap_panels")
     reps = list(order or dict.fromkeys(coords["representation"]))
-    fig, axes = plt.subplots(2, len(reps), figsize=(max(FULL + 1.2, 1.9 * len(reps) + 1.2), 2 * ROW + 0.5),
+    fig, axes = subplots(ax, 2, len(reps), figsize=(max(FULL + 1.2, 1.9 * len(reps) + 1.2), 2 * ROW + 0.5),
                              squeeze=False)
     cls_pal = _class_palette(coords["label"])
     cli_pal = client_palette(coords["client"])
@@ -86,13 +86,13 @@ def plot_umap_panels(coords: pd.DataFrame, silhouettes: Mapping[str, float] | No
     return fig
 
 
-def plot_silhouettes(scores: pd.DataFrame, title: str = "") -> plt.Figure:
+def plot_silhouettes(scores: pd.DataFrame, title: str = "", ax=None) -> plt.Figure:
     """Cosine silhouette per representation (bars), the paper's stated value (§3.2) as a dashed
     mark with "reproduced" / "not reproduced". ``scores``: ``representation, silhouette``."""
     _require(scores, ["representation", "silhouette"], "plot_silhouettes")
     reps = scores["representation"].tolist()
     vals = scores["silhouette"].astype(float).tolist()
-    fig, ax = plt.subplots(figsize=(FULL, ROW + 1.0))
+    fig, ax = subplots(ax, figsize=(FULL, ROW + 1.0))
     ax.bar(range(len(reps)), vals, color=[_rep_colour(r) for r in reps], width=0.65)
     for x, v in enumerate(vals):
         ax.text(x, v, f"{v:+.2f}", ha="center", va="bottom" if v >= 0 else "top", fontsize="small")
@@ -117,7 +117,7 @@ PAPER_PROTOTYPE_DISTANCE = {"local": 0.3217, "global": 0.1997}
 
 
 def plot_prototypes(nodes: pd.DataFrame, protos: pd.DataFrame, distances: Mapping[str, float] | None = None,
-                    title: str = "") -> plt.Figure:
+                    title: str = "", ax=None) -> plt.Figure:
     """SPEAR Fig. 5: (a) local prototypes (diamonds) and (b) global prototypes (stars) over
     the UMAP of node representations (grey-tinted by class). ``nodes``: ``x, y, label``;
     ``protos``: ``kind`` ("local" | "global"), ``x, y, label``; ``distances``: kind → mean
@@ -125,7 +125,7 @@ def plot_prototypes(nodes: pd.DataFrame, protos: pd.DataFrame, distances: Mappin
     _require(nodes, ["x", "y", "label"], "plot_prototypes (nodes)")
     _require(protos, ["kind", "x", "y", "label"], "plot_prototypes (prototypes)")
     pal = _class_palette(pd.concat([nodes["label"], protos["label"]]))
-    fig, axes = plt.subplots(1, 2, figsize=(FULL, ROW + 0.6), sharex=True, sharey=True)
+    fig, axes = subplots(ax, 1, 2, figsize=(FULL, ROW + 0.6), sharex=True, sharey=True)
     for ax, kind, marker, size in ((axes[0], "local", "D", 28), (axes[1], "global", "*", 150)):
         ax.scatter(nodes["x"], nodes["y"], c=nodes["label"].map(pal).tolist(), s=2, alpha=0.15, linewidths=0,
                    rasterized=True)
@@ -293,7 +293,7 @@ def _shares(f: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["table", "entry", "ours", "paper"])
 
 
-def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str = "label", title: str = "") -> plt.Figure:
+def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str = "label", title: str = "", ax=None) -> plt.Figure:
     """Every reproduced number against the paper's, one figure per unit (tables in the papers'
     order). ``accuracy``: ours − paper in points, a dot per value, one row per table (median
     and share within ±1 point in the row label); ``communication``: ours ÷ paper per entry (log
@@ -311,7 +311,7 @@ def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str =
     colour = lambda t: method_color("spear" if t.startswith("spear") else "pace")
     if unit == "accuracy":
         f = f.assign(gap=f["ours"] - f["paper"])
-        fig, ax = plt.subplots(figsize=(FULL, 0.32 * len(tabs) + 1.3))
+        fig, ax = subplots(ax, figsize=(FULL, 0.32 * len(tabs) + 1.3))
         y = {t: len(tabs) - 1 - i for i, t in enumerate(tabs)}
         rng = np.random.default_rng(0)
         names = []
@@ -327,7 +327,7 @@ def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str =
         heading = f"ours vs paper, accuracy and F1: {len(f)} values in {len(tabs)} tables"
     elif unit == "communication":
         f = f.assign(ratio=f["ours"] / f["paper"], key=[_table_key(t) for t in f["table"]]).sort_values("key", kind="stable")
-        fig, ax = plt.subplots(figsize=(FULL, 0.2 * len(f) + 1.3))
+        fig, ax = subplots(ax, figsize=(FULL, 0.2 * len(f) + 1.3))
         y = np.arange(len(f))[::-1]
         ax.scatter(f["ratio"], y, color=[colour(t) for t in f["table"]], s=18, zorder=3)
         ax.hlines(y, 1, f["ratio"], color="#BBBBBB", lw=1)
@@ -346,7 +346,7 @@ def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str =
         sh = _shares(every)
         _require(sh, ["ours"], "plot_ours_vs_paper (shares with their counts)")
         sh = sh.assign(key=[_table_key(t) for t in sh["table"]]).sort_values("key", kind="stable")
-        fig, ax = plt.subplots(figsize=(FULL, 0.24 * len(sh) + 1.3))
+        fig, ax = subplots(ax, figsize=(FULL, 0.24 * len(sh) + 1.3))
         y = np.arange(len(sh))[::-1]
         ax.hlines(y, sh["ours"], sh["paper"], color="#BBBBBB", lw=1.5)
         ax.scatter(sh["paper"], y, marker="x", color="k", s=24, zorder=3, label="paper")

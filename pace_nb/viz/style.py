@@ -111,6 +111,26 @@ def require_columns(frame: pd.DataFrame, cols: Iterable[str], what: str) -> None
         raise ConfigError(f"{what}: nothing to plot (empty frame)")
 
 
+def subplots(ax=None, nrows: int = 1, ncols: int = 1, **kw):
+    """``plt.subplots(nrows, ncols, **kw)``, or — when the caller passes ``ax`` (one Axes, or a
+    sequence / array of ``nrows × ncols`` Axes of one figure) — those axes and their figure, shaped
+    as ``plt.subplots`` returns them; so every ``plot_*`` draws into a figure of the caller's."""
+    if ax is None:
+        return plt.subplots(nrows, ncols, **kw)
+    axes = np.asarray(ax, dtype=object)
+    if axes.size != nrows * ncols:
+        raise ConfigError(f"this plot draws {nrows} × {ncols} panel(s); ax holds {axes.size} Axes")
+    figs = {id(a.figure) for a in axes.flat}
+    if len(figs) != 1:
+        raise ConfigError("ax: every Axes must belong to one figure")
+    fig = axes.flat[0].figure
+    if kw.get("squeeze", True) is False:
+        return fig, axes.reshape(nrows, ncols)
+    if axes.size == 1:
+        return fig, axes.flat[0]
+    return fig, axes.reshape(nrows, ncols) if nrows > 1 and ncols > 1 else axes.reshape(-1)
+
+
 def panel_grid(n: int, ncols: int, width: float = FULL, height: float = ROW, **kw):
     ncols = max(1, min(ncols, n))
     nrows = int(np.ceil(n / ncols))
