@@ -197,7 +197,7 @@ def test_oneshot_dropout_and_bad_method(fg, parts, evaluator):
     from pace_nb.methods.oneshot.base import OneShotContext, client_phase, complete_graph_scores, server_phase
     from pace_nb.nn.training import TrainConfig
 
-    out = run_inprocess(make_client_app(parts, fail_partitions=(1,)), FlowerSettings(method="centroid_sbm",
+    out = run_inprocess(make_client_app(parts, drop_partitions=(1,)), FlowerSettings(method="centroid_sbm",
                         num_clients=K, epochs=5), evaluation=evaluator)
     assert [d["node_id"] for d in out.dropped] == [2] and "dropped out" in out.dropped[0]["reason"]
     assert json.loads(out.rows.params.iloc[0])["flower"]["participants"] == [0, 2]
@@ -217,7 +217,7 @@ def test_oneshot_dropout_and_bad_method(fg, parts, evaluator):
 
 def test_dropout_before_upload_proceeds_with_the_rest(fg, parts, local):
     tap = Tap()
-    out = run_inprocess(make_client_app(parts, fail_partitions=(1,)), FlowerSettings(num_clients=K), tap=tap)
+    out = run_inprocess(make_client_app(parts, drop_partitions=(1,)), FlowerSettings(num_clients=K), tap=tap)
     assert set(out.rows.receiver) == {0, 2, -1}
     assert len(out.dropped) == 1 and "dropped out" in out.dropped[0]["reason"]
     flower = json.loads(out.rows.params.iloc[0])["flower"]
@@ -376,6 +376,17 @@ def test_cli_simulate_inprocess_and_bad_input(tmp_path, capsys):
         assert main(["flower", "simulate", "--engine", "inprocess", "--clients", str(K), *argv]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+    # --drop: a simulated drop-out; the server runs on the others' uploads and the run says so
+    dropped = tmp_path / "dropped.json"
+    assert main(["flower", "simulate", "--engine", "inprocess", "--clients", str(K), "--method", "centroid_sbm",
+                 "--drop", "1", "--json", str(dropped)]) == 0
+    assert "participants 2/3; dropped 1: node " in capsys.readouterr().out
+    assert json.loads(json.loads(dropped.read_text())["rows"][0]["params"])["flower"]["participants"] == [0, 2]
+    for argv, message in ((["--drop", "7"], "outside 0..2"), (["--drop", "0,1,2"], "leave at least one"),
+                          (["--drop", "x"], "comma-separated client ids")):
+        assert main(["flower", "simulate", "--engine", "inprocess", "--clients", str(K), "--method", "centroid_sbm",
+                     *argv]) == 2
+        assert message in capsys.readouterr().err
 
 
 def test_deployment_app_project_names_importable_components(tmp_path):

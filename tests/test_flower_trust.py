@@ -61,7 +61,7 @@ def without(parts):
     def get(settings, *bad):
         key = (settings.method, bad)
         if key not in cache:
-            cache[key] = _run(parts, make_client_app(parts, fail_partitions=bad), settings)
+            cache[key] = _run(parts, make_client_app(parts, drop_partitions=bad), settings)
         return cache[key]
     return get
 

@@ -63,7 +63,7 @@ def local_model(client, meta, settings) -> tuple[dict, dict]:
     tc = settings.train_config
     w0 = init_params(int(meta["num_features"]), int(meta["num_classes"]), tc.hidden, settings.seed)
     params, _ = train_models([client], stack_params([w0]), [tc.model_seed(settings.seed, client.index)], [0], tc,
-                             device=settings.device, progress=False, _pad_to=meta.get("pad_to"))
+                             device=settings.device, progress=False, pad_to=meta.get("pad_to"))
     return {n: v[0] for n, v in params.items()}, w0
 
 

@@ -81,14 +81,15 @@ def receive(message, context, default_dir=None):
     return _reply(message, None, make_adapter(s).receive(client, meta, kept, wire.blob(message.content[wire.PAYLOAD])))
 
 
-def make_client_app(partition_dir=None, fail_partitions=()):
+def make_client_app(partition_dir=None, drop_partitions=()):
     """A ``ClientApp`` serving every method Flower runs; ``partition_dir`` is the default when the
-    node_config names none. ``fail_partitions``: partition ids that drop out before uploading
-    (they raise, as a crashed or disconnected client would) — for tests of the server's handling."""
+    node_config names none. ``drop_partitions``: partition ids that drop out before uploading
+    (they raise, as a crashed or disconnected client would): a simulation of stragglers and
+    failures (``pace-nb flower simulate --drop``); the server runs on the others' uploads."""
     from flwr.clientapp import ClientApp
 
     app = ClientApp()
-    drop = {int(k) for k in fail_partitions}
+    drop = {int(k) for k in drop_partitions}
 
     def guarded(fn, first: bool):
         def handler(message, context):

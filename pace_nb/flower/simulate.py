@@ -31,7 +31,7 @@ def require_flwr():
 
 
 def simulate(fg, settings: FlowerSettings, *, partition_dir=None, num_cpus: int | None = None,
-             fail_partitions=(), verbose: bool = False) -> FlowerOutcome:
+             drop_partitions=(), verbose: bool = False) -> FlowerOutcome:
     """One round of ``settings.method`` on ``fg``'s K clients in Flower's simulation engine."""
     require_flwr()
     from flwr.simulation import run_simulation
@@ -50,7 +50,7 @@ def simulate(fg, settings: FlowerSettings, *, partition_dir=None, num_cpus: int 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             run_simulation(server_app=make_server_app(settings, sink=holder.append, evaluation=str(evaluation)),
-                           client_app=make_client_app(str(directory), fail_partitions),
+                           client_app=make_client_app(str(directory), drop_partitions),
                            num_supernodes=fg.num_clients, backend_config=backend, verbose_logging=verbose)
         total = time.perf_counter() - t0
     if not holder:

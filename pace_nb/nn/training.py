@@ -224,7 +224,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
                  client_of: Sequence[int], config: TrainConfig = TrainConfig(), *,
                  extra_loss: Callable[[TrainStep], Tensor] | None = None, device="auto",
                  record: bool = False, progress: bool = True,
-                 max_batch: int | None = None, _pad_to: int | None = None,
+                 max_batch: int | None = None, pad_to: int | None = None,
                  optimizer: dict | None = None, layouts: dict | None = None, ragged: bool = True,
                  optimizer_state: AdamState | None = None,
                  _ids: Sequence[int] | None = None) -> tuple[Params, pd.DataFrame | None]:
@@ -236,7 +236,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
     rounds of one federated run — that holds their propagation matrices, layouts and feature counts,
     so they are built once (the values are identical, so results are too).
     ``ragged`` (default): products over each client's own rows (:mod:`pace_nb.nn.ragged`); False: the
-    padded layout (every client padded to the largest, or to ``_pad_to``).
+    padded layout (every client padded to the largest, or to ``pad_to``).
     ``optimizer_state``: a dict kept by the caller across calls — Adam's moments and step count of
     model b are read from and written to ``optimizer_state[b]`` (a missing entry starts fresh), so
     e.g. the rounds of a federated run continue each client's Adam; None = a fresh Adam per call.
@@ -257,7 +257,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
             sub, frame = train_models(clients, {n: v[keep] for n, v in init.items()}, [model_seeds[i] for i in keep],
                                       [client_of[i] for i in keep], config, extra_loss=_reindexed(extra_loss, keep),
                                       device=device, record=record, progress=progress, max_batch=max_batch,
-                                      _pad_to=_pad_to or max(clients[k].num_nodes for k in set(client_of)),
+                                      pad_to=pad_to or max(clients[k].num_nodes for k in set(client_of)),
                                       optimizer=optimizer, layouts=layouts, ragged=ragged,
                                       optimizer_state=optimizer_state, _ids=[ids[i] for i in keep])
             for n in params:
@@ -273,7 +273,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
             memo[("props", k)] = propagation_matrix(clients[k].edge_index, clients[k].num_nodes)
     props = {k: memo[("props", k)] for k in used}
     # padded: one padding for every chunk, so chunking changes nothing; ragged: no padding at all
-    nmax = None if ragged else _pad_to or max(clients[k].num_nodes for k in used)
+    nmax = None if ragged else pad_to or max(clients[k].num_nodes for k in used)
     size = max_batch if max_batch is not None else _auto_batch(clients, client_of, init, config, dev, nmax, memo)
     if size < 1:
         raise ConfigError(f"max_batch must be >= 1, got {max_batch}")

@@ -25,6 +25,21 @@ from pace_nb.core.errors import ConfigError
 from pace_nb.cli.commands._graph import add_graph_argument, resolve_source
 
 
+def _drop(text: str, k: int) -> tuple[int, ...]:
+    """``--drop 1,3`` → (1, 3): distinct client ids in [0, K), at least one client left."""
+    items = [s.strip() for s in str(text).split(",") if s.strip()]
+    try:
+        ids = [int(s) for s in items]
+    except ValueError:
+        raise ConfigError(f"--drop must be comma-separated client ids, got {text!r}") from None
+    bad = sorted({i for i in ids if not 0 <= i < k})
+    if bad:
+        raise ConfigError(f"--drop: client id(s) {bad} outside 0..{k - 1}")
+    if len(set(ids)) != len(ids) or len(set(ids)) >= k:
+        raise ConfigError(f"--drop: give distinct ids and leave at least one of the {k} clients")
+    return tuple(sorted(set(ids)))
+
+
 def register(sub) -> None:
     p = sub.add_parser("flower", help="a one-shot method (PACE, SPEAR, FedCVAE, ...) on Flower (simulation or loopback deployment)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,6 +62,8 @@ def register(sub) -> None:
     p.add_argument("--epochs", type=int, default=100,
                    help="Local / server GCN training epochs (default 100)")
     p.add_argument("--engine", choices=("ray", "inprocess"), default="ray", help="simulate: engine (default ray)")
+    p.add_argument("--drop", default="", metavar="K1,K2",
+                   help="simulate: these client ids drop out before uploading (the server runs on the others)")
     p.add_argument("--timeout", type=float, default=900.0, help="bound on the whole run, seconds (default 900)")
     p.add_argument("--compare", action="store_true", help="also run the in-process protocol and print both")
     p.add_argument("--workdir", default=None,
@@ -144,6 +161,9 @@ def run(args) -> int:
         from dataclasses import replace
 
         settings = replace(settings, num_clients=fg.num_clients)
+    drop = _drop(args.drop, fg.num_clients) if args.action == "simulate" else ()
+    if args.drop and args.action != "simulate":
+        raise ConfigError("--drop simulates drop-outs: it applies to `pace-nb flower simulate` only")
     if args.action == "export":
         return _export(fg, settings, args)
     if args.action == "deploy":
@@ -159,7 +179,7 @@ def run(args) -> int:
     elif args.engine == "ray":
         from pace_nb.flower.simulate import simulate
 
-        out = simulate(fg, settings)
+        out = simulate(fg, settings, drop_partitions=drop)
     else:
         import tempfile
 
@@ -170,7 +190,7 @@ def run(args) -> int:
         from pace_nb.flower.partitions import export_evaluation, export_partitions
 
         with tempfile.TemporaryDirectory() as tmp:
-            out = run_inprocess(make_client_app(str(export_partitions(fg, Path(tmp) / "partitions"))), settings,
+            out = run_inprocess(make_client_app(str(export_partitions(fg, Path(tmp) / "partitions")), drop), settings,
                                 evaluation=export_evaluation(fg, Path(tmp) / "evaluator"))
     if out is None:
         raise ConfigError("the Flower run produced no outcome")
@@ -178,7 +198,9 @@ def run(args) -> int:
     t = out.timings
     print(f"{method_label(settings.method)} on Flower ({t['runtime']}): {fg.dataset}, {fg.config.get('scheme')}, "
           f"K={fg.num_clients}, seed {int(pooled.seed)}; participants {len(out.wire)}/{fg.num_clients}"
-          + (f"; dropped {out.dropped}" if out.dropped else ""))
+          + (f"; dropped {len(out.dropped)}: " + "; ".join(f"node {d.get('node_id')} ({d.get('kind')} at {d.get('stage')}: "
+                                                          f"{d.get('reason')})" for d in out.dropped)
+             if out.dropped else ""))
     print(f"  pooled acc {pooled.acc:.2f}  mean alpha {pooled.alpha:.4f}  bytes up {_int(pooled.bytes_up)} "
           f"down {_int(pooled.bytes_down)}  (Flower messages: up {int(out.wire.message_up.sum())} "
           f"down {int(out.wire.message_down.sum())})")
