@@ -566,3 +566,15 @@ def test_a_new_method_in_one_module_runs_on_flower(tmp_path):
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got["flower"] == got["inprocess"] and len(got["flower"]) == 1 and got["knn"] == 3
     assert got["flower"][0]["method"] == "classmeans_probe" and got["flower"][0]["acc"] > 0
+
+
+def test_flower_settings_defaults_are_the_papers_configs():
+    """The flat Flower settings hold no default of their own: PACE's rank, SPEAR's T/a/γ and the
+    training config are the in-process defaults (a default changed there changes here)."""
+    from pace_nb.methods.pace.protocol import PaceConfig
+    from pace_nb.methods.spear.core import SpearConfig
+    from pace_nb.nn.training import TrainConfig
+
+    s = FlowerSettings()
+    assert s.train_config == TrainConfig() and s.spear_config == SpearConfig()
+    assert s.pace_config == PaceConfig() and s.rank == PaceConfig().rank

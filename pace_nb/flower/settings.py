@@ -36,17 +36,19 @@ class FlowerSettings:
     method: str = "pace"
     num_clients: int = 10
     seed: int = PAPER_SEEDS[0]
-    rank: int = 6
+    # flat copies of the papers' configs (Flower's run_config is one flat mapping); the defaults are
+    # read from those configs, so they cannot drift from what the in-process run uses
+    rank: int = PaceConfig.rank
     variant: str = "full"
     spear_variant: str = "full"
-    T: int = 2
-    a: float = 0.5
-    gamma: float = 0.1
-    hidden: int = 64
-    dropout: float = 0.5
-    lr: float = 0.01
-    weight_decay: float = 5e-4
-    epochs: int = 100
+    T: int = SpearConfig.T
+    a: float = SpearConfig.a
+    gamma: float = SpearConfig.gamma
+    hidden: int = TrainConfig.hidden
+    dropout: float = TrainConfig.dropout
+    lr: float = TrainConfig.lr
+    weight_decay: float = TrainConfig.weight_decay
+    epochs: int = TrainConfig.epochs
     device: str = "auto"
     timeout: float = 600.0
     min_clients: int = 1
