@@ -151,27 +151,37 @@ def num_params_bytes(params: Params) -> int:
 
 
 # ---- batched GCNs: B models on their clients' graphs in one block-diagonal layout (docs/DESIGN.md §10) ----------
-def csr_mm(a: Tensor, d: Tensor) -> Tensor:
+def csr_mm(a: Tensor, d: Tensor, unit: bool = False) -> Tensor:
     """``a @ d`` for a sparse CSR ``a`` as one ``embedding_bag`` (weighted row sums of ``d``).
 
     Several times faster than ``torch.sparse.mm`` on CPU for narrow dense operands (H = 64),
     and each output row depends only on its own row of ``a`` (batch-independent results).
+    ``unit``: every stored value of ``a`` is 1 (binary bag-of-words features), so plain row sums
+    are taken — the same numbers (a product by 1 is exact, the summation order is unchanged),
+    without reading the values.
     """
-    return F.embedding_bag(a.col_indices(), d, a.crow_indices(), mode="sum", per_sample_weights=a.values(),
-                           include_last_offset=True)
+    return F.embedding_bag(a.col_indices(), d, a.crow_indices(), mode="sum",
+                           per_sample_weights=None if unit else a.values(), include_last_offset=True)
+
+
+def all_ones(a: Tensor) -> bool:
+    """True when every stored value of the sparse tensor ``a`` is exactly 1."""
+    v = a.values()
+    return bool(v.numel() > 0 and (v == 1).all())
 
 
 class _SpMM(torch.autograd.Function):
-    """``A @ D`` for a constant sparse CSR ``A`` whose transpose ``At`` is precomputed (gradient ``At @ dY``)."""
+    """``A @ D`` for a constant sparse CSR ``A`` whose transpose ``At`` is precomputed (gradient ``At @ dY``);
+    ``unit``: A's values are all 1 (:func:`csr_mm`)."""
 
     @staticmethod
-    def forward(ctx, a: Tensor, at: Tensor, d: Tensor) -> Tensor:
-        ctx.at = at
-        return csr_mm(a, d)
+    def forward(ctx, a: Tensor, at: Tensor, d: Tensor, unit: bool = False) -> Tensor:
+        ctx.at, ctx.unit = at, unit
+        return csr_mm(a, d, unit)
 
     @staticmethod
     def backward(ctx, g: Tensor):
-        return None, None, csr_mm(ctx.at, g.contiguous())
+        return None, None, csr_mm(ctx.at, g.contiguous(), ctx.unit), None
 
 
 class _BatchedLinear(torch.autograd.Function):

@@ -24,6 +24,7 @@ from pace_nb.nn.gcn import (
     SPARSE_DENSITY,
     Params,
     _block_diag_csr,
+    all_ones,
     _SpMM,
     _with_transposes,
     effective_weight,
@@ -49,6 +50,7 @@ class RaggedGraphs:
     xt: Tensor | None
     xs: list[Tensor] | None
     lengths: Tensor  # sizes as a long tensor on the layout's device
+    unit_x: bool = False  # every stored feature value is 1 (binary features: plain row sums)
 
     @property
     def num_models(self) -> int:
@@ -91,7 +93,7 @@ def ragged_graphs(xs: Sequence[Tensor], props: Sequence[Tensor], *, sparse: bool
                 memo[id(xi)] = (xi.to_dense() if xi.is_sparse else xi).to(dev, torch.float32).contiguous()
         dense = [memo[id(xi)] for xi in xs]
     return RaggedGraphs(sizes, offsets, f, P.to(dev), Pt.to(dev), x, xt, dense,
-                        torch.tensor(sizes, dtype=torch.long, device=dev))
+                        torch.tensor(sizes, dtype=torch.long, device=dev), x is not None and all_ones(x))
 
 
 class _RaggedMM(torch.autograd.Function):
@@ -152,7 +154,7 @@ def ragged_forward(params: Params, g: RaggedGraphs, *, dropout_masks: Tensor | N
     ``with_pre`` → also the pre-ReLU layer-1 output. A ``lin`` head (FedPub) applies per model."""
     w1 = effective_weight(params, 1).transpose(1, 2)  # [B, F, H]; a view when stored transposed
     if g.sparse:
-        xw = _SpMM.apply(g.x, g.xt, w1.reshape(g.num_models * g.num_features, w1.shape[2]))
+        xw = _SpMM.apply(g.x, g.xt, w1.reshape(g.num_models * g.num_features, w1.shape[2]), g.unit_x)
     else:
         xw = _RaggedMM.apply(None, w1, g.sizes, g.xs)
     pre = _RaggedBias.apply(_SpMM.apply(g.P, g.Pt, xw), params["conv1.bias"], g.lengths, g.sizes)
