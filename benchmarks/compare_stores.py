@@ -27,7 +27,7 @@ def rows(store: Path, ignore: list[str], ignore_params: list[str]) -> pd.DataFra
     parts = [pd.read_csv(p, dtype=str, keep_default_na=False) for p in sorted((store / "cells").glob("*.csv"))]
     if not parts:
         sys.exit(f"{store}: no cells/*.csv")
-    f = normalize_rows(pd.concat(parts, ignore_index=True)).astype(str)  # an older store migrates
+    f = normalize_rows(pd.concat(parts, ignore_index=True)).astype(object).fillna("").astype(str)  # old stores migrate
     f = f.drop(columns=[c for c in ignore if c], errors="ignore")
     if ignore_params and "params" in f:
         def strip(text: str) -> str:

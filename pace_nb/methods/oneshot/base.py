@@ -318,7 +318,7 @@ def run_oneshot(fg: FederatedGraph, method: OneShotMethod, seeds: Sequence[int] 
 
     ``local``: matched :class:`~pace_nb.nn.training.LocalModels` (needed by ``uses_local``
     methods; trained here when absent). ``row_seed`` overrides the rows' ``seed`` column (the
-    SPEAR comparison stores the data seed there; the run seed stays in ``params``).
+    SPEAR comparison stores the data seed there; the run seed is ``run_seed``, and in ``params``).
     """
     seeds = check_seeds(seeds)
     dev = resolve_device(device)
