@@ -5,7 +5,9 @@ Used to show that a refactor leaves every number bit-identical::
     python3 benchmarks/compare_stores.py OLD_STORE NEW_STORE            # ignores `seconds`
     python3 benchmarks/compare_stores.py A B --ignore-params data,train  # params keys added later
 
-Exit status 0 when every compared column is identical, 1 otherwise (the first differing row
+Rows are typed by ``normalize_rows`` first, so a store written before the dimension columns
+(``study``, ``evaluation``, ``beta``, ``scope``, ``data_seed``, ``run_seed``) migrates and compares
+with a new one. Exit status 0 when every compared column is identical, 1 otherwise (the first differing row
 is printed).
 """
 from __future__ import annotations
@@ -18,13 +20,15 @@ from pathlib import Path
 import pandas as pd
 
 from pace_nb.core.schema import KEY_COLUMNS
+from pace_nb.experiments.store import normalize_rows
 
 
 def rows(store: Path, ignore: list[str], ignore_params: list[str]) -> pd.DataFrame:
     parts = [pd.read_csv(p, dtype=str, keep_default_na=False) for p in sorted((store / "cells").glob("*.csv"))]
     if not parts:
         sys.exit(f"{store}: no cells/*.csv")
-    f = pd.concat(parts, ignore_index=True).drop(columns=[c for c in ignore if c], errors="ignore")
+    f = normalize_rows(pd.concat(parts, ignore_index=True)).astype(object).fillna("").astype(str)  # old stores migrate
+    f = f.drop(columns=[c for c in ignore if c], errors="ignore")
     if ignore_params and "params" in f:
         def strip(text: str) -> str:
             d = json.loads(text) if text else {}

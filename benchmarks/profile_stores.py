@@ -27,7 +27,7 @@ def profile(store_dir: str) -> pd.DataFrame:
 
     rows = ResultsStore.for_reading(store_dir, must_exist=True).load()
     pooled = rows[(rows["receiver"] == -1) & rows["seconds"].notna()].copy()
-    comp = is_comparison(pooled["params"])
+    comp = is_comparison(pooled)
     pooled["part"] = "PACE protocol"
     pooled.loc[pooled["method"].str.lower().eq("spear") & ~comp, "part"] = "SPEAR cells"
     pooled.loc[comp, "part"] = "SPEAR comparison"

@@ -143,12 +143,15 @@ def _drawn(offsets: dict[tuple[str, str], float], data_seed: int) -> pd.DataFram
     return _table1_rows(offsets).assign(params=json.dumps({"data": {"seed": data_seed, "scheme": "louvain"}}))
 
 
-def test_data_seeds_read_from_params():
+def test_data_seeds_from_the_column_old_rows_from_params():
     from pace_nb.analysis.draws import data_seeds
 
-    params = pd.Series([json.dumps({"data": {"seed": 2025}}), "{}", "", "not json", json.dumps({"data": {"seed": True}}),
-                        None, json.dumps({"seed": 7})])
-    assert data_seeds(params).tolist() == [2025, -1, -1, -1, -1, -1, -1]
+    params = [json.dumps({"data": {"seed": 2025}}), "{}", "", "not json", json.dumps({"data": {"seed": True}}),
+              None, json.dumps({"seed": 7})]
+    old = pd.DataFrame({"dataset": "Cora", "partition": "louvain", "num_clients": 3, "seed": 1, "method": "pace",
+                        "variant": "full", "rank": 6, "receiver": -1, "acc": 50.0, "params": params})
+    assert data_seeds(old).tolist() == [2025, -1, -1, -1, -1, -1, -1]  # migrated: params.data.seed
+    assert data_seeds(old.assign(data_seed=[3, 4, 5, 6, 7, 8, 9])).tolist() == [3, 4, 5, 6, 7, 8, 9]
 
 
 def test_draw_spread_against_numpy_and_the_mask_draw_cause():

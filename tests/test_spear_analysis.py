@@ -249,3 +249,21 @@ def test_comparison_table_shows_dense_beside_its_teachers_ensemble():
     cost = sc.entries("cost", paper_values("spear", table="cost"), rows)
     assert set(cost[cost.method == "dense"].variant) == {"native"}
     assert json.loads(rows.params[0])["teacher_ensemble_acc"] == 21.0  # the rows themselves are untouched
+
+
+def test_spear_rows_carry_their_dimensions():
+    """SPEAR's analyses: study "spear" on the complete graph, seed = data seed, no run seed; the
+    robustness rows name their scope; the efficiency's default FedAvg run has the first paper seed."""
+    from pace_nb.core.config import PAPER_SEEDS
+
+    fg = fed()
+    cfg = fg.config
+    for frame in (sa.ablation(fg), sa.robustness(fg, scope="clients"), sa.sweep_hyperparameter(fg, "T", [0, 1])):
+        assert set(frame.study) == {"spear"} and set(frame.evaluation) == {"complete_graph"}
+        assert set(frame.seed) == set(frame.data_seed) == {cfg["seed"]} and set(frame.run_seed) == {-1}
+        assert np.allclose(frame.beta.astype(float), cfg["beta"])
+    assert set(sa.robustness(fg, scope="global").scope) == {"global"} and set(sa.ablation(fg).scope) == {""}
+    eff = sa.communication(fg, rounds=1).set_index("method")
+    assert eff.run_seed.to_dict() == {"spear": -1, "fedavg": PAPER_SEEDS[0]} and set(eff.study) == {"spear"}
+    given = sa.communication(fg, multi_round=lambda g, rounds: sa.federated_models(g, "fedavg", rounds), rounds=1)
+    assert given.set_index("method").run_seed["fedavg"] == -1

@@ -227,3 +227,30 @@ def test_spear_communication_units_per_client_kib_and_total_mib():
     comp = T.comparison("spear-efficiency", rows).set_index(["dataset", "method", "variant", "metric"])
     assert comp.loc[("CiteSeer", "spear", "comm", "comm_kb"), "ours_mean"] == pytest.approx(14812 / 1024)
     assert comp.loc[("CiteSeer", "fedavg", "multiround", "comm_mb"), "ours_mean"] == pytest.approx(1000.0)
+
+
+def test_readers_take_study_and_scope_from_the_columns_not_params():
+    """``is_comparison`` and the robustness scope read the columns: params that still say otherwise
+    (the comparison's string, another scope) change nothing once the columns are set."""
+    from pace_nb.analysis.spear_comparison import is_comparison
+
+    misleading = json.dumps({"beta": 0.05, "evaluation": "complete_graph", "scope": "global"})
+    rows = []
+    for seed in (0, 1):
+        for variant, acc, scope in (("full", 80.0, ""), ("edge_noise", 79.0, "clients"), ("edge_noise", 70.0, "global")):
+            rows.append(dict(dataset="Cora", partition="dirichlet", num_clients=10, seed=seed, method="spear",
+                             variant=variant, rank=0, receiver=-1, acc=acc, params=misleading, study="spear",
+                             evaluation="complete_graph", beta=0.05, scope=scope, data_seed=seed, run_seed=-1))
+    rows = pd.DataFrame(rows)
+    assert not is_comparison(rows).any() and not is_comparison(rows["study"]).any()
+    pace_row = rows.iloc[:1].assign(method="pace", study="pace", evaluation="receivers")
+    assert not is_comparison(pace_row).any()  # its params hold '"evaluation": "complete_graph"': not read
+    assert is_comparison(rows.assign(study="comparison")).all()
+    abl = T.comparison("spear-ablation", rows).set_index(["dataset", "variant"])
+    assert abl.loc[("Cora", "full"), "ours_mean"] == 80.0 and abl.loc[("Cora", "full"), "n_seeds"] == 2
+    cl = T.comparison("spear-robustness", rows).set_index(["dataset", "variant"])
+    gl = T.comparison("spear-robustness-global", rows).set_index(["dataset", "variant"])
+    assert cl.loc[("Cora", "edge_noise"), "ours_mean"] == pytest.approx(1.0)
+    assert gl.loc[("Cora", "edge_noise"), "ours_mean"] == pytest.approx(10.0)
+    moved = T.comparison("spear-ablation", rows.assign(study="comparison")).set_index(["dataset", "variant"])
+    assert moved.loc[("Cora", "full"), "status"] == "not run"  # comparison rows belong to Tab. 1/3 only

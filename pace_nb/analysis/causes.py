@@ -84,7 +84,7 @@ class Evidence:
     def __init__(self, rows: pd.DataFrame | None, comps: Mapping[str, pd.DataFrame]):
         r = normalize_rows(rows) if rows is not None and len(rows) else None
         if r is not None:
-            r = r[(r["receiver"] == -1) & ~is_comparison(r["params"])]
+            r = r[(r["receiver"] == -1) & ~is_comparison(r)]
             r = r.assign(method=r["method"].map(canonical), beta=r["beta"].fillna(-1.0))
         self.rows, self.comps = r, comps
 

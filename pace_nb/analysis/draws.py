@@ -12,7 +12,6 @@ no interval is extrapolated beyond the draws.
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import Mapping
 
@@ -27,26 +26,19 @@ DRAW_TABLES: tuple[str, ...] = ("1", "3", "6", "7", "8", "9", "10", "11", "12")
 MIN_DRAWS = 3
 
 
-def data_seeds(params: pd.Series) -> pd.Series:
-    """The data seed of each row (``params["data"]["seed"]``), ``-1`` when the row records none."""
-    def seed(text: str) -> int:
-        try:
-            obj = json.loads(text) if text else {}
-        except ValueError:
-            return -1
-        data = obj.get("data") if isinstance(obj, Mapping) else None
-        value = data.get("seed") if isinstance(data, Mapping) else None
-        return int(value) if isinstance(value, int) and not isinstance(value, bool) else -1
+def data_seeds(rows: pd.DataFrame) -> pd.Series:
+    """The data seed of each result row (column ``data_seed``; ``-1`` when the row records none)."""
+    from pace_nb.experiments.store import normalize_rows
 
-    text = params.fillna("").astype(str)
-    return text.map({p: seed(p) for p in text.unique()}).astype("int64")
+    frame = rows if "data_seed" in rows.columns else normalize_rows(rows).set_axis(rows.index)
+    return frame["data_seed"].astype("int64")
 
 
 def split_draws(rows: pd.DataFrame | None, exclude: set[int] | frozenset[int] = frozenset()) -> dict[int, pd.DataFrame]:
     """Rows grouped by data seed (rows without one and seeds in ``exclude`` are left out)."""
     if rows is None or not len(rows):
         return {}
-    seeds = data_seeds(rows["params"])
+    seeds = data_seeds(rows)
     return {int(s): g for s, g in rows.groupby(seeds) if s >= 0 and int(s) not in exclude}
 
 

@@ -380,8 +380,8 @@ def outputs_from_store(store, config_paths: Sequence = (), tables: Sequence[str]
     rows, dstore = store.load(), _draws_store(store)
     draws = {}
     if dstore is not None:
-        protocol = rows[(rows["method"] != "spear") & ~is_comparison(rows["params"])] if len(rows) else rows
-        draws = split_draws(dstore.load(), exclude=set(data_seeds(protocol["params"])) if len(protocol) else set())
+        protocol = rows[(rows["method"] != "spear") & ~is_comparison(rows)] if len(rows) else rows
+        draws = split_draws(dstore.load(), exclude=set(data_seeds(protocol)) if len(protocol) else set())
     an = analyse(rows, tables, draws)
     text = build_report(rows, _store_cells(store), config_cells(config_paths), store_label=f"{store.root.name}/",
                         cell_rows=cell_rows, tables=tables, draws=draws,

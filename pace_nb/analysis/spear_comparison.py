@@ -1,6 +1,6 @@
 """SPEAR's Tab. 1 (accuracy) and Tab. 3 (time, upload per client, total communication) of SPEAR
 and its 13 baselines, from the rows of :mod:`pace_nb.methods.oneshot.compare` (every method
-scored on the complete graph; ``params.evaluation`` starts with "complete_graph").
+scored on the complete graph: study "comparison", evaluation "complete_graph").
 
 The text of SPEAR quotes two Tab. 3 numbers (paper values ``table="cost"``): 18.8 KB for SPEAR
 on CiteSeer (read as per client) and 7246 MB for FedAvg (a width-256 GCN: our variant
@@ -51,10 +51,12 @@ def teacher_ensemble_rows(r: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=r.columns)
 
 
-def is_comparison(params: pd.Series) -> pd.Series:
-    """Which rows were written by SPEAR's comparison (``params.evaluation`` starts with
-    "complete_graph"); its SPEAR row shares method/variant ``spear/full`` with the ablation's."""
-    return params.astype(str).str.contains('"evaluation": "complete_graph', regex=False)
+def is_comparison(rows: pd.DataFrame | pd.Series) -> pd.Series:
+    """Which rows were written by SPEAR's comparison: column ``study`` is "comparison" (``rows``: a
+    frame of result rows, or its ``study`` column). Its SPEAR row shares method/variant ``spear/full``
+    with the ablation's (study "spear"); both are scored on the complete graph."""
+    study = rows["study"] if isinstance(rows, pd.DataFrame) else rows
+    return study.astype(str) == "comparison"
 
 
 def _comparison_rows(rows: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -62,7 +64,7 @@ def _comparison_rows(rows: pd.DataFrame | None) -> pd.DataFrame | None:
     if rows is None or not len(rows):
         return None
     r = normalize_rows(rows)
-    r = r[is_comparison(r["params"]) & (r.partition == "dirichlet") & (r.receiver == -1)]
+    r = r[is_comparison(r) & (r.partition == "dirichlet") & (r.receiver == -1)]
     ens = teacher_ensemble_rows(r)
     return pd.concat([r, ens], ignore_index=True) if len(ens) else r
 

@@ -8,7 +8,6 @@ missing from the results is shown as "not run" — never filled in.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +70,7 @@ class _Ours:
         if rows is None:
             self.summary, self._records = pd.DataFrame(columns=list(SETTING)), {}
             return
-        if "params" in rows.columns:  # SPEAR's comparison rows are read by analysis.spear_comparison only
-            rows = rows[~sc.is_comparison(rows["params"])]
+        rows = rows[~sc.is_comparison(rows)]  # SPEAR's comparison rows: analysis.spear_comparison only
         rows = rows.assign(method=rows["method"].map(canonical_method))
         rows.loc[rows["method"] != "pace", "rank"] = 0
         summ = summarize(rows)
@@ -233,22 +231,13 @@ def _spear_entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -
     return frame.drop_duplicates(subset=["dataset", "method", "variant", "metric"], keep="first")
 
 
-def _row_scope(params) -> str:
-    """Perturbation scope recorded in a row's params ("" when none)."""
-    try:
-        return str(json.loads(params).get("scope", "")) if isinstance(params, str) else ""
-    except (ValueError, AttributeError):
-        return ""
-
-
 def _spear_rows(rows: pd.DataFrame | None) -> pd.DataFrame | None:
     """SPEAR's pooled Dirichlet rows, without the comparison's (those belong to Tab. 1/3,
-    :mod:`analysis.spear_comparison`), with the perturbation scope of each row (``_scope``)."""
+    :mod:`analysis.spear_comparison`); column ``scope`` names each robustness row's perturbation scope."""
     if rows is None or not len(rows):
         return None
     r = normalize_rows(rows)
-    r = r[~sc.is_comparison(r["params"]) & (r.partition == "dirichlet") & (r.receiver == -1)]
-    return r.assign(_scope=r["params"].map({p: _row_scope(p) for p in r["params"].unique()}))
+    return r[~sc.is_comparison(r) & (r.partition == "dirichlet") & (r.receiver == -1)]
 
 
 def _spear_ours(e: pd.Series, r: pd.DataFrame | None, scope: str = "clients") -> tuple[float, float, int]:
@@ -256,7 +245,7 @@ def _spear_ours(e: pd.Series, r: pd.DataFrame | None, scope: str = "clients") ->
     if r is None:
         return math.nan, math.nan, 0
     if e.metric == "max_drop_pts":  # robustness rows of the other scope are left out
-        r = r[r["_scope"].isin(["", scope])]
+        r = r[r["scope"].isin(["", scope])]
     r = r[(r.num_clients == e.num_clients) & ((r.beta - e.beta).abs() < 1e-9)]
     if e.dataset != "all":
         r = r[r.dataset == e.dataset]

@@ -7,19 +7,40 @@ from __future__ import annotations
 
 #: One tidy row per dataset × partition × K × seed × method × variant × rank × receiver;
 #: ``receiver = -1`` is the pooled row, ``rank = 0`` dense / not applicable. Scores in percent.
+#: The row's dimensions are columns, set by the row builders (``methods.evaluation.make_row``
+#: callers); ``params`` (JSON) only records the hyperparameters that produced the row:
+#:
+#: * ``study``: which study wrote the row: "pace" (PACE's one-shot protocol, ``methods.protocol``),
+#:   "comparison" (SPEAR's Tab. 1/3 comparison, ``methods.oneshot.compare``, and every one-shot
+#:   baseline row), "spear" (SPEAR's own analyses, ``methods.spear.analysis``: ablation,
+#:   robustness, sweeps, efficiency);
+#: * ``evaluation``: "receivers" (PACE: each receiver's model on its own test mask, the pooled row
+#:   concatenating them; study "pace") or "complete_graph" (SPEAR: the server's global model on the
+#:   complete graph over the clients' test nodes; studies "comparison" and "spear");
+#: * ``beta``: the Dirichlet concentration of the federation (NaN for other partitions);
+#: * ``scope``: SPEAR's robustness perturbation scope, "clients" / "global" ("" elsewhere);
+#: * ``data_seed``: the federation's data seed (partition and masks; -1 when unknown);
+#: * ``run_seed``: the method's own seed (initialization, dropout, sampling); -1 for training-free
+#:   SPEAR;
+#: * ``seed`` (a key column, kept as stored): ``run_seed`` in study "pace", ``data_seed`` in the
+#:   SPEAR studies (their multi-seed results vary the federation).
 COLUMNS: tuple[str, ...] = (
     "dataset", "partition", "num_clients", "seed", "method", "variant", "rank", "receiver",
+    "study", "evaluation", "beta", "scope", "data_seed", "run_seed",
     "acc", "f1_weighted", "f1_macro", "alpha", "acc_local", "acc_external",
     "bytes_up", "bytes_down", "upload_ratio", "return_ratio", "seconds", "n_test", "params",
 )
 #: Row identity inside one cell of the store.
 KEY_COLUMNS: tuple[str, ...] = ("dataset", "partition", "num_clients", "seed", "method", "variant", "rank",
                                 "receiver")
-FLOAT_COLUMNS: tuple[str, ...] = ("acc", "f1_weighted", "f1_macro", "alpha", "acc_local", "acc_external",
+FLOAT_COLUMNS: tuple[str, ...] = ("beta", "acc", "f1_weighted", "f1_macro", "alpha", "acc_local", "acc_external",
                                   "bytes_up", "bytes_down", "upload_ratio", "return_ratio", "seconds")
-INT_COLUMNS: tuple[str, ...] = ("num_clients", "seed", "rank", "receiver")
-STR_COLUMNS: tuple[str, ...] = ("dataset", "partition", "method", "variant", "params")
+INT_COLUMNS: tuple[str, ...] = ("num_clients", "seed", "rank", "receiver", "data_seed", "run_seed")
+STR_COLUMNS: tuple[str, ...] = ("dataset", "partition", "method", "variant", "study", "evaluation", "scope", "params")
 REQUIRED: tuple[str, ...] = KEY_COLUMNS + ("acc",)
+#: Values of ``study`` and ``evaluation``.
+STUDIES: tuple[str, ...] = ("pace", "comparison", "spear")
+EVALUATIONS: tuple[str, ...] = ("receivers", "complete_graph")
 
 #: A federation setting (what diagnostics group by) and a method setting (what tables group by).
 FEDERATION: tuple[str, ...] = ("dataset", "partition", "beta", "num_clients")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from pace_nb.core import config
 from pace_nb.core.errors import BusyError, ConfigError, DataCorruptionError
 from pace_nb.core.io import NotRegularFileError, atomic_write_bytes, atomic_write_json, read_regular_bytes
 
+from pace_nb.experiments.migration import DERIVED, migrate
 from pace_nb.core.schema import (COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, KEY_COLUMNS, REQUIRED,  # noqa: F401
                                     SETTING, STR_COLUMNS)
 
@@ -55,26 +55,24 @@ def stable_key(obj: Any, length: int = 16) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
-def _params_value(params: Any, name: str) -> float:
-    """``name`` from a row's params JSON (top level or one level down), else NaN."""
-    try:
-        obj = json.loads(params) if isinstance(params, str) and params else {}
-    except ValueError:
-        return math.nan
-    stack = [obj]
-    while stack:
-        cur = stack.pop()
-        if isinstance(cur, Mapping):
-            if name in cur and isinstance(cur[name], (int, float)) and not isinstance(cur[name], bool):
-                return float(cur[name])
-            stack.extend(v for v in cur.values() if isinstance(v, Mapping))
-    return math.nan
-
-
 def normalize_rows(rows: pd.DataFrame | Iterable[Mapping]) -> pd.DataFrame:
     """Typed copy of result rows: schema columns first (missing → NaN), extra columns kept.
 
-    Adds ``beta`` (Dirichlet concentration, NaN otherwise) from ``params`` when absent.
+    The one migration of older rows (:func:`~pace_nb.experiments.migration.migrate`): a row lacking
+    a dimension column (the column absent, or its value NaN; "" for ``study`` / ``evaluation``) gets it
+    from ``params`` and ``seed``:
+
+    * ``study``: "comparison" when ``params.evaluation`` starts with "complete_graph"; "spear" for
+      method spear or params holding SPEAR's T, a, gamma; else "pace";
+    * ``evaluation``: "receivers" for study "pace", else "complete_graph";
+    * ``beta``: the number ``beta`` in params (top level or nested, e.g. ``data.beta``), else NaN;
+    * ``scope``: ``params.scope``, else "";
+    * ``data_seed``: ``params.data.seed``, else ``seed`` outside study "pace" (there it is the
+      data seed) unless it equals ``params.run_seed`` (a one-shot row run on its own), else -1;
+    * ``run_seed``: ``params.run_seed``, else ``seed`` in study "pace", the first paper seed for the
+      efficiency's FedAvg row (study "spear", another method), else -1 (SPEAR is training-free).
+
+    These are the values the row builders set, so an old row and its rerun compare equal.
     """
     frame = pd.DataFrame(rows).copy() if not isinstance(rows, pd.DataFrame) else rows.copy()
     missing = [c for c in REQUIRED if c not in frame.columns]
@@ -82,21 +80,25 @@ def normalize_rows(rows: pd.DataFrame | Iterable[Mapping]) -> pd.DataFrame:
         raise ConfigError(f"result rows lack required column(s) {', '.join(missing)}; "
                           f"build rows with pace_nb.methods.evaluation.make_row")
     for col in COLUMNS:
-        if col not in frame.columns:
+        if col not in frame.columns and col not in DERIVED:
             frame[col] = "" if col in STR_COLUMNS else np.nan
     for col in INT_COLUMNS:
+        if col in DERIVED:
+            continue
         try:
             frame[col] = pd.to_numeric(frame[col], errors="raise").astype("int64")
         except (ValueError, TypeError):
             raise ConfigError(f"result column {col!r} must hold integers (no missing values)") from None
+    frame["params"] = frame["params"].fillna("").astype(str)
+    frame = migrate(frame)
+    for col in DERIVED:
+        if col in INT_COLUMNS:
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(-1).astype("int64")
     for col in FLOAT_COLUMNS:
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
     frame["n_test"] = pd.to_numeric(frame["n_test"], errors="coerce").astype("Int64")
     for col in STR_COLUMNS:
         frame[col] = frame[col].fillna("").astype(str)
-    if "beta" not in frame.columns:
-        frame["beta"] = [_params_value(p, "beta") for p in frame["params"]]
-    frame["beta"] = pd.to_numeric(frame["beta"], errors="coerce").astype("float64")
     extra = [c for c in frame.columns if c not in COLUMNS]
     return frame[list(COLUMNS) + extra].reset_index(drop=True)
 
@@ -282,7 +284,7 @@ class ResultsStore:
             raise DataCorruptionError(f"results file {csv_path} is corrupted or truncated (checksum mismatch){hint}")
         try:
             frame = pd.read_csv(io.BytesIO(data), dtype={c: str for c in STR_COLUMNS}, keep_default_na=False,
-                                na_values={c: [""] for c in FLOAT_COLUMNS + ("n_test", "beta")})
+                                na_values={c: [""] for c in FLOAT_COLUMNS + ("n_test", "data_seed", "run_seed")})
         except (ValueError, pd.errors.ParserError) as exc:
             raise DataCorruptionError(f"results file {csv_path} is unreadable ({exc}){hint}") from None
         if len(frame) != meta["rows"]:

@@ -8,13 +8,15 @@ Any method that yields per-receiver logits reuses :func:`evaluate_method`:
 * ``alpha=a`` (a number, or one number per receiver) → fixed blend (Eq. 1).
 
 Rows: one per receiver (``receiver = i``, its own test nodes) plus the pooled row
-(``receiver = -1``: predictions of every receiver on its own test nodes, concatenated).
+(``receiver = -1``: predictions of every receiver on its own test nodes, concatenated); study
+"pace", evaluation "receivers", ``seed`` = ``run_seed``.
 Scores are percent; ``upload_ratio``/``return_ratio`` are percent of dense model bytes.
 """
 from __future__ import annotations
 
 import json
 import math
+import numbers
 from typing import Any, Sequence
 
 import numpy as np
@@ -30,11 +32,17 @@ NAN = float("nan")
 
 
 def make_row(**fields: Any) -> dict[str, Any]:
-    """A result row with every column of the schema (missing → NaN; ``params`` → JSON)."""
+    """A result row with every column of the schema (``core.schema.COLUMNS``; missing → NaN,
+    ``scope`` → "", ``params`` → JSON). Callers set the row's dimensions (``study``,
+    ``evaluation``, ``beta``, ``data_seed``, ``run_seed``; :func:`federation_fields` gives the
+    federation's); a row lacking them gets them from ``params`` when normalized
+    (:func:`pace_nb.experiments.store.normalize_rows`)."""
     extra = set(fields) - set(COLUMNS)
     if extra:
         raise ConfigError(f"unknown result column(s) {sorted(extra)}; valid: {', '.join(COLUMNS)}")
     row = {c: fields.get(c, NAN) for c in COLUMNS}
+    if not isinstance(row["scope"], str):
+        row["scope"] = ""
     params = row["params"]
     if isinstance(params, dict):
         row["params"] = json.dumps(params, sort_keys=True, default=str)
@@ -44,10 +52,14 @@ def make_row(**fields: Any) -> dict[str, Any]:
 
 
 def federation_fields(fg) -> dict[str, Any]:
-    """Row keys describing the federated setting of ``fg``."""
+    """Row columns describing the federated setting of ``fg``: dataset, partition, K, ``beta``
+    (Dirichlet concentration, else NaN) and ``data_seed`` (-1 when ``fg.config`` has none)."""
     cfg = getattr(fg, "config", {}) or {}
+    beta, seed = cfg.get("beta"), cfg.get("seed")
     return {"dataset": fg.dataset, "partition": cfg.get("scheme", cfg.get("partition", NAN)),
-            "num_clients": fg.num_clients}
+            "num_clients": fg.num_clients,
+            "beta": float(beta) if isinstance(beta, numbers.Real) and not isinstance(beta, bool) else NAN,
+            "data_seed": int(seed) if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) else -1}
 
 
 def _pct(x: float) -> float:
@@ -111,8 +123,8 @@ def evaluate_method(
     k, c = fg.num_clients, fg.num_classes
     alphas, finals = receiver_predictions(fg, local_logits, external_logits, alpha)
     up, down = _per_receiver(bytes_up, k, "bytes_up"), _per_receiver(bytes_down, k, "bytes_down")
-    base = dict(federation_fields(fg), seed=int(seed), method=method, variant=variant, rank=int(rank),
-                seconds=seconds, params=params)
+    base = dict(federation_fields(fg), seed=int(seed), run_seed=int(seed), study="pace", evaluation="receivers",
+                method=method, variant=variant, rank=int(rank), seconds=seconds, params=params)
     rows: list[dict] = []
     pooled: dict[str, list] = {"y": [], "final": [], "local": [], "external": []}
     for i, client in enumerate(fg.clients):

@@ -286,7 +286,7 @@ def run_oneshot(fg: FederatedGraph, method: OneShotMethod, seeds: Sequence[int] 
 
     ``local``: matched :class:`~pace_nb.nn.training.LocalModels` (needed by ``uses_local``
     methods; trained here when absent). ``row_seed`` overrides the rows' ``seed`` column (the
-    SPEAR comparison stores the data seed there; the run seed stays in ``params``).
+    SPEAR comparison stores the data seed there; the run seed is ``run_seed``, and in ``params``).
     """
     seeds = check_seeds(seeds)
     dev = resolve_device(device)
@@ -323,7 +323,8 @@ def server_phase(method: OneShotMethod, ctx: OneShotContext, blobs: Sequence[byt
 def oneshot_row(fg, method: OneShotMethod, ctx: OneShotContext, theta: Params, graph: SyntheticGraph | None,
                 up: Sequence[int], client_seconds: float, server_seconds: float,
                 row_seed: int | None = None) -> dict[str, Any]:
-    """The pooled row of one run seed: the global GCN on ``fg``'s complete graph (:func:`complete_graph_scores`)."""
+    """The pooled row of one run seed: the global GCN on ``fg``'s complete graph (:func:`complete_graph_scores`);
+    study "comparison", evaluation "complete_graph", ``run_seed`` the run seed, ``seed`` it too unless ``row_seed``."""
     config, seed = ctx.config, ctx.seed
     sc = complete_graph_scores(fg, theta)
     params = {"method": method.name, "run_seed": int(seed), "rounds": 1, "evaluation": "complete_graph",
@@ -334,8 +335,8 @@ def oneshot_row(fg, method: OneShotMethod, ctx: OneShotContext, theta: Params, g
     beta = (getattr(fg, "config", {}) or {}).get("beta")
     if beta is not None:
         params["beta"] = beta
-    return make_row(**federation_fields(fg), seed=int(seed if row_seed is None else row_seed),
-                    method=method.name, variant=method.variant, rank=0, receiver=-1,
+    return make_row(**federation_fields(fg), seed=int(seed if row_seed is None else row_seed), run_seed=int(seed),
+                    study="comparison", evaluation="complete_graph", method=method.name, variant=method.variant, rank=0, receiver=-1,
                     acc=100 * sc["acc"], f1_weighted=100 * sc["f1_weighted"], f1_macro=100 * sc["f1_macro"],
                     bytes_up=int(sum(up)), bytes_down=0, seconds=client_seconds + server_seconds, n_test=sc["n_test"],
                     upload_ratio=100.0 * (sum(up) / max(1, sum(b > 0 for b in up))) / num_params_bytes(theta),

@@ -17,8 +17,9 @@ global model on the complete graph over the union of the clients' test masks.
   A run at another hidden width than the default 64 is stored as variant ``hidden<H>`` (SPEAR's
   Tab. 3 FedAvg figure is a width-256 GCN, docs/DESIGN.md §12).
 
-One pooled row (``receiver = -1``) per method; ``seed`` is the DATA seed of the federation, the
-run seed (initialization, dropout, sampling) is in ``params``. Rows carry ``client_seconds`` /
+One pooled row (``receiver = -1``) per method, study "comparison", evaluation "complete_graph";
+``seed`` is the DATA seed of the federation (``data_seed``), the run seed (initialization,
+dropout, sampling) is ``run_seed`` (-1 for SPEAR). Rows carry ``client_seconds`` /
 ``server_seconds`` where the phases are separable and ``bytes_per_client`` (mean upload).
 """
 from __future__ import annotations
@@ -46,7 +47,8 @@ def _data_seed(fg) -> int:
 def _row(fg, method: str, scores: dict, *, bytes_up: int, bytes_down: int, seconds: float, params: dict,
          variant: str = "native") -> dict:
     beta = (getattr(fg, "config", {}) or {}).get("beta")
-    row = make_row(**federation_fields(fg), seed=_data_seed(fg), method=method, variant=variant, rank=0, receiver=-1,
+    row = make_row(**federation_fields(fg), seed=_data_seed(fg), run_seed=int(params.get("run_seed", -1)),
+                   study="comparison", evaluation="complete_graph", method=method, variant=variant, rank=0, receiver=-1,
                    acc=100 * scores["acc"], f1_weighted=100 * scores["f1_weighted"], f1_macro=100 * scores["f1_macro"],
                    bytes_up=int(bytes_up), bytes_down=int(bytes_down), seconds=float(seconds),
                    n_test=int(scores["n_test"]), params={"beta": beta, **params})
@@ -123,6 +125,4 @@ def run_comparison(fg, methods: Sequence[str] | None = None, *, rounds: int = 10
         else:
             raise ConfigError(f"{name!r} is not part of SPEAR's comparison; valid: spear, a one-shot or a "
                               f"federated baseline ({', '.join(spear_comparison()[1:])}, …)")
-    frame = pd.DataFrame(rows)
-    frame["beta"] = (getattr(fg, "config", {}) or {}).get("beta", float("nan"))
-    return frame
+    return pd.DataFrame(rows)

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from pace_nb.methods.spear import core as sp
 from pace_nb.core.errors import ConfigError, unknown
-from pace_nb.methods.evaluation import make_row
+from pace_nb.methods.evaluation import federation_fields, make_row
 from pace_nb.data.perturb import perturb_federated
 
 NAN = float("nan")
@@ -34,16 +34,19 @@ K_GRID = (3, 5, 10, 15, 20)
 
 
 # ----------------------------------------------------------------------------- rows
-def spear_row(fg, variant: str, acc: float, config: sp.SpearConfig, **extra) -> dict:
-    """One tidy row: schema columns via ``make_row`` (acc fraction → percent) + SPEAR columns."""
+def spear_row(fg, variant: str, acc: float, config: sp.SpearConfig, *, run_seed: int = -1, **extra) -> dict:
+    """One tidy row: schema columns via ``make_row`` (acc fraction → percent; study "spear",
+    evaluation "complete_graph", ``seed`` = ``data_seed``; ``run_seed`` -1: SPEAR has none, a trained
+    comparison names its own) + SPEAR columns; ``extra`` (also kept in ``params``) may set ``scope``."""
     cfg = getattr(fg, "config", {}) or {}
-    beta = cfg.get("beta", NAN)
+    fed = dict(federation_fields(fg), partition=cfg.get("scheme", cfg.get("partition", "dirichlet")))
     schema = {k: extra.pop(k) for k in ("bytes_up", "bytes_down", "seconds", "n_test") if k in extra}
-    row = make_row(dataset=fg.dataset, partition=cfg.get("scheme", cfg.get("partition", "dirichlet")),
-                   num_clients=fg.num_clients, seed=int(cfg.get("seed", -1)), method="spear", variant=variant,
-                   rank=0, receiver=-1, acc=100.0 * acc,
+    beta = cfg.get("beta", NAN)
+    row = make_row(**fed, seed=fed["data_seed"], run_seed=int(run_seed), study="spear", evaluation="complete_graph",
+                   method="spear", variant=variant, rank=0, receiver=-1, acc=100.0 * acc,
+                   scope=str(extra.get("scope", "")),
                    params={"T": config.T, "a": config.a, "gamma": config.gamma, "beta": beta, **extra}, **schema)
-    row.update(beta=beta if beta is not None else NAN, gamma=config.gamma, T=config.T, a=config.a, **extra)
+    row.update(gamma=config.gamma, T=config.T, a=config.a, **extra)
     return row
 
 
@@ -159,8 +162,10 @@ def sweep_federation(dataset: str, name: str, values: Sequence | None = None, co
                 if not skip_infeasible:
                     raise
                 df = pd.DataFrame([{**make_row(dataset=dataset, partition="dirichlet", num_clients=kw["num_clients"],
-                                               seed=int(s), method="spear", variant=v_, rank=0, receiver=-1),
-                                    "beta": kw["beta"], "gamma": config.gamma, "T": config.T, "a": config.a,
+                                               seed=int(s), data_seed=int(s), run_seed=-1, study="spear",
+                                               evaluation="complete_graph", beta=float(kw["beta"]), method="spear",
+                                               variant=v_, rank=0, receiver=-1),
+                                    "gamma": config.gamma, "T": config.T, "a": config.a,
                                     "note": str(exc)} for v_ in variants])
             df["swept"] = name
             rows.append(df)
@@ -175,7 +180,8 @@ def communication(fg, config: sp.SpearConfig | None = None, multi_round: Callabl
     ``multi_round(fg, rounds) -> Params or list of per-client Params`` trains the comparison (default:
     :func:`federated_models` of FedAvg, 3 local epochs per round); its accuracy is the first
     client's deployed model on the complete graph (FedAvg: the global model); its bytes are
-    2 × R × K × model bytes (download + upload of every client each round), its time is measured.
+    2 × R × K × model bytes (download + upload of every client each round), its time is measured;
+    its ``run_seed`` is the default run's (the first paper seed), -1 for a given ``multi_round``.
     """
     config = config or sp.SpearConfig()
     t0 = time.perf_counter()
@@ -185,8 +191,11 @@ def communication(fg, config: sp.SpearConfig | None = None, multi_round: Callabl
     secs = time.perf_counter() - t0
     rows = [spear_row(fg, "full", res.acc, config, bytes_up=float(sum(per_client)), bytes_down=0.0, seconds=secs,
                       bytes_per_client=float(np.mean(per_client)), rounds=1)]
+    run_seed = -1
     if multi_round is None:
-        multi_round = _default_multi_round()
+        from pace_nb.core.config import PAPER_SEEDS
+
+        multi_round, run_seed = _default_multi_round(), PAPER_SEEDS[0]
     if multi_round is not None:
         from pace_nb.nn.gcn import num_params_bytes
 
@@ -198,7 +207,7 @@ def communication(fg, config: sp.SpearConfig | None = None, multi_round: Callabl
         total = 2.0 * rounds * fg.num_clients * mb
         row = spear_row(fg, "native", global_model_accuracy(fg, one), config, bytes_up=total / 2,
                         bytes_down=total / 2, seconds=secs, bytes_per_client=total / fg.num_clients,
-                        rounds=int(rounds), model_bytes=mb)
+                        rounds=int(rounds), model_bytes=mb, run_seed=run_seed)
         row["method"] = "fedavg"
         rows.append(row)
     df = _frame(rows)
