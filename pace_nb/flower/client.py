@@ -93,8 +93,9 @@ def make_client_app(partition_dir=None, drop_partitions=()):
 
     def guarded(fn, first: bool):
         def handler(message, context):
-            if first and int(dict(context.node_config).get("partition-id", -1)) in drop:
-                raise ConnectionError("client dropped out before upload")
+            part = int(dict(context.node_config).get("partition-id", -1))
+            if first and part in drop:
+                raise ConnectionError(f"client {part} dropped out before upload")
             return fn(message, context, partition_dir)
         return handler
 
