@@ -63,7 +63,7 @@ def atomic_write_json(path, obj: Any, **kw) -> Path:
 
 
 def atomic_write_npz(path, **arrays: np.ndarray) -> Path:
-    return _atomic(path, lambda fh: np.savez(fh, **arrays))
+    return _atomic(path, lambda fh: np.savez(fh, **arrays))  # type: ignore[arg-type]  # numpy's stub: savez(file, *args, allow_pickle, **kwds)
 
 
 def atomic_write_csv(path, frame) -> Path:

@@ -32,7 +32,7 @@ from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params,
                             propagation_matrix, stack_params)
 from pace_nb.nn.optim import AdamState, make_optimizer
-from pace_nb.nn.ragged import ragged_forward, ragged_graphs
+from pace_nb.nn.ragged import RaggedGraphs, ragged_forward, ragged_graphs
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def _layout(clients, props, client_of, nmax: int | None, sparse: bool, device, l
             for stale in [k for k in layouts if k[0] == "layout"]:  # one layout held at a time
                 del layouts[stale]
             layouts[key] = g
-    offsets = g.offsets if nmax is None else [i * nmax for i in range(len(client_of))]
+    offsets = g.offsets if isinstance(g, RaggedGraphs) else [i * g.nmax for i in range(len(client_of))]
     return g, offsets
 
 
@@ -165,14 +165,14 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     g, offsets = _layout(clients, props, client_of, nmax, sparse, device, layouts)
     sizes = g.sizes
     rows_total = sum(sizes) if nmax is None else b * nmax
-    tr_idx, tr_y, tr_w, tr_m = [], [], [], []
+    parts: tuple[list[Tensor], ...] = ([], [], [], [])
     for i, k in enumerate(client_of):
         rows = clients[k].train_mask.nonzero().view(-1)
-        tr_idx.append(rows + offsets[i])
-        tr_y.append(clients[k].y[rows])
-        tr_w.append(torch.full((len(rows),), 1.0 / len(rows)))
-        tr_m.append(torch.full((len(rows),), i))
-    tr_idx, tr_y, tr_w, tr_m = (torch.cat(t).to(device) for t in (tr_idx, tr_y, tr_w, tr_m))
+        parts[0].append(rows + offsets[i])
+        parts[1].append(clients[k].y[rows])
+        parts[2].append(torch.full((len(rows),), 1.0 / len(rows)))
+        parts[3].append(torch.full((len(rows),), i))
+    tr_idx, tr_y, tr_w, tr_m = (torch.cat(t).to(device) for t in parts)
     gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
     masks = torch.zeros(rows_total, config.hidden, device=device) if config.dropout > 0 else None
     curves = torch.zeros(config.epochs, b, 2, device=device) if record else None
@@ -197,7 +197,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), epoch, first_bad)
         loss.backward()
         opt.step()
-        if record:
+        if curves is not None:
             with torch.no_grad():
                 curves[epoch, :, 0].index_add_(0, tr_m, ce.detach() * tr_w)
                 curves[epoch, :, 1].index_add_(0, tr_m, (zt.argmax(1) == tr_y).float() * tr_w)
@@ -205,7 +205,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     _check_finite(int(first_bad), out, models, config)
     if state is not None:
         opt.save(state)
-    return out, (curves.cpu() if record else None)
+    return out, (curves.cpu() if curves is not None else None)
 
 
 def _check_finite(first_bad: int, params: Params, models, config: TrainConfig) -> None:
