@@ -32,8 +32,6 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 DATASETS = ("Cora", "CiteSeer", "PubMed", "Computers", "CS")
 PHASES = ("load", "part", "train", "l-eval", "pace")
 PACE_STEPS = ("upload", "server", "receive", "ext-logits", "eval")

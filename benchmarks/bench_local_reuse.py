@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +25,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(argv=None) -> int:
-    sys.path.insert(0, str(ROOT))
     from pace_nb.core.config import PAPER_SEEDS
     from pace_nb.experiments.cells import run_cell
     from pace_nb.experiments.grid import expand, load_config, parse_config, run_grid

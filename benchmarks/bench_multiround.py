@@ -16,11 +16,8 @@ import argparse
 import hashlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def _digest(run) -> str:

@@ -30,8 +30,6 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 
 def _rss_mb() -> float:
     with open("/proc/self/statm") as f:

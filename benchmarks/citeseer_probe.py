@@ -15,11 +15,9 @@ Local accuracy split by node kind and by mask draw.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from pace_nb.data.checks import graph_facts, lonely_nodes
 
 
 def _local_acc(fg, seeds):
@@ -41,8 +39,6 @@ def _local_acc(fg, seeds):
 def main(argv=None) -> int:
     import numpy as np
     import torch
-    from torch_geometric.utils import degree
-
     from pace_nb.core.config import PAPER_SEEDS
     from pace_nb.data.federation import build_federated
     from pace_nb.data.datasets import load_dataset
@@ -55,13 +51,13 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     data = load_dataset(args.dataset)
     n = int(data.num_nodes)
-    deg = degree(data.edge_index[0], n)
-    iso = deg == 0
+    iso = torch.bincount(data.edge_index[0], minlength=n) == 0
     zero_x = (data.x != 0).sum(1) == 0
     y = data.y.view(-1)
-    print(f"{args.dataset}: {n} nodes, {data.edge_index.shape[1] // 2} undirected edges, {int(iso.sum())} isolated, "
-          f"{int(zero_x.sum())} all-zero feature rows (labels {torch.bincount(y[zero_x]).tolist()}), "
-          f"self loops {int((data.edge_index[0] == data.edge_index[1]).sum())}")
+    facts = graph_facts(data)
+    print(f"{args.dataset}: {facts['nodes']} nodes, {facts['edges']} undirected edges, {facts['isolated']} isolated, "
+          f"{facts['zero_feature_rows']} all-zero feature rows (labels {torch.bincount(y[zero_x]).tolist()}), "
+          f"self loops {facts['self_loops']}")
     seeds = tuple(PAPER_SEEDS)
     for i, ds in enumerate(args.data_seeds):
         fg = build_federated(args.dataset, scheme="louvain", num_clients=args.clients, seed=ds)
@@ -72,10 +68,7 @@ def main(argv=None) -> int:
         if i:
             continue
         sizes = [c.num_nodes for c in fg.clients]
-        lonely = torch.zeros(n, dtype=torch.bool)
-        for c in fg.clients:
-            d = degree(c.edge_index[0], c.num_nodes) if c.edge_index.numel() else torch.zeros(c.num_nodes)
-            lonely[c.global_ids[d == 0]] = True
+        lonely = lonely_nodes(fg)
         print(f"Louvain K={args.clients}: client sizes {sizes}; nodes without an in-client neighbour "
               f"{int(lonely.sum())} ({int(iso.sum())} isolated globally); test nodes {int(test.sum())}")
         for name, sel in (("isolated", iso), ("no in-client neighbour", lonely), ("all-zero features", zero_x),

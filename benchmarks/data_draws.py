@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 #: The PACE table of each scheme and K (the paper's Louvain Tables 1/8/9, METIS 11, Dirichlet 12).

@@ -20,43 +20,11 @@ folder (OpenFGL's repository ships Cora, K = 20).
 from __future__ import annotations
 
 import argparse
-import pickletools
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-SPLITS = ("train", "val", "test")
-
-
-def read_id_list(path: Path) -> list[int]:
-    """The integers of a pickled list of ints, read opcode by opcode (never unpickled)."""
-    ids = []
-    for op, arg, _ in pickletools.genops(path.read_bytes()):
-        if op.name in ("BININT", "BININT1", "BININT2", "LONG1", "INT"):
-            ids.append(int(arg))
-        elif op.name not in ("PROTO", "FRAME", "EMPTY_LIST", "MEMOIZE", "MARK", "APPENDS", "APPEND", "STOP",
-                             "BINPUT", "LONG_BINPUT"):
-            raise ValueError(f"{path}: unexpected pickle opcode {op.name} (not a plain list of ints)")
-    return ids
-
-
-def openfgl_split(nodes: np.ndarray, y: np.ndarray, rs: np.random.RandomState, ratios=(0.2, 0.4, 0.4)):
-    """OpenFGL's ``local_subgraph_train_val_test_split`` with ``rs`` as NumPy's global state:
-    local ids in ``nodes`` order, per class ``np.random.shuffle`` of the ascending local ids."""
-    yl = y[nodes]
-    out = {s: [] for s in SPLITS}
-    tr, va = ratios[0], ratios[0] + ratios[1]
-    for c in range(int(y.max()) + 1):
-        idx = np.flatnonzero(yl == c).tolist()
-        rs.shuffle(idx)
-        n = len(idx)
-        out["train"] += idx[:int(tr * n)]
-        out["val"] += idx[int(tr * n):int(va * n)]
-        out["test"] += idx[int(va * n):min(n, int(1.0 * n))]
-    return {s: sorted(nodes[v].tolist()) for s, v in out.items()}
+from pace_nb.data.openfgl import SPLITS, client_split, openfgl_split, per_class_sizes, read_id_list
 
 
 def main(argv=None) -> int:
@@ -79,12 +47,10 @@ def main(argv=None) -> int:
     print("client  nodes  train/val/test (OpenFGL)  sizes per class equal  our train ∩ theirs")
     for k, c in enumerate(fg.clients):
         nodes = c.global_ids.numpy()
-        ours = {s: nodes[m.numpy()] for s, m in zip(SPLITS, (c.train_mask, c.val_mask, c.test_mask))}
+        ours = client_split(c)
         if sorted(np.concatenate([gold[k][s] for s in SPLITS]).tolist()) == nodes.tolist():
             same_nodes += 1
-        sizes = all(np.array_equal(np.bincount(y[ours[s]], minlength=fg.num_classes),
-                                   np.bincount(y[np.asarray(gold[k][s], dtype=np.int64)], minlength=fg.num_classes))
-                    for s in SPLITS)
+        sizes = per_class_sizes(ours, y, fg.num_classes) == per_class_sizes(gold[k], y, fg.num_classes)
         same_sizes += sizes
         shared = len(set(ours["train"].tolist()) & set(gold[k]["train"]))
         print(f"{k:6d} {len(nodes):6d}  {'/'.join(str(len(gold[k][s])) for s in SPLITS):>24s}  {str(sizes):>21s}"

@@ -8,10 +8,7 @@ the complete graph too), over data seeds × noise seeds, beside the paper's drop
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main(argv=None) -> int:

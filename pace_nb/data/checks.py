@@ -80,3 +80,28 @@ def prepare_graph(data, where: str = "custom Data", num_classes: int | None = No
     out.name = str(getattr(data, "name", None) or "custom")
     out.num_classes = int(num_classes if num_classes is not None else int(out.y.max()) + 1)
     return out
+
+
+def graph_facts(data) -> dict[str, int]:
+    """Counts a probe of a graph reports (``benchmarks/citeseer_probe.py``): ``nodes``, ``edges``
+    (undirected: stored directed pairs / 2), ``isolated`` (degree 0), ``zero_feature_rows`` (all
+    features 0, e.g. the 15 CiteSeer test indices PyG fills with zeros) and ``self_loops``."""
+    import torch
+
+    n, ei = int(data.num_nodes), data.edge_index
+    deg = torch.bincount(ei[0], minlength=n) if ei.numel() else torch.zeros(n, dtype=torch.long)
+    return {"nodes": n, "edges": int(ei.shape[1]) // 2, "isolated": int((deg == 0).sum()),
+            "zero_feature_rows": int(((data.x != 0).sum(1) == 0).sum()), "self_loops": int((ei[0] == ei[1]).sum())}
+
+
+def lonely_nodes(fg):
+    """Boolean mask over the global graph: nodes with no neighbour inside their own client (isolated
+    globally, or cut off by the partition) — a node whose GCN sees only its own features."""
+    import torch
+
+    out = torch.zeros(int(fg.data.num_nodes), dtype=torch.bool)
+    for c in fg.clients:
+        ei = c.edge_index[:, c.edge_index[0] != c.edge_index[1]] if c.edge_index.numel() else c.edge_index
+        deg = torch.bincount(ei[0], minlength=c.num_nodes) if ei.numel() else torch.zeros(c.num_nodes, dtype=torch.long)
+        out[c.global_ids[deg == 0]] = True
+    return out
