@@ -33,7 +33,7 @@ def read_id_list(path: str | Path) -> list[int]:
         raise DataCorruptionError(f"{path}: not a pickle ({exc})") from None
     for op, arg, _ in ops:
         if op.name in _INTS:
-            ids.append(int(arg))
+            ids.append(int(arg))  # type: ignore[arg-type]  # an int opcode always carries its int
         elif op.name not in _STRUCTURE:
             raise DataCorruptionError(f"{path}: unexpected pickle opcode {op.name} (not a plain list of ints)")
     return ids
