@@ -105,7 +105,7 @@ def test_run_rejects_unknown_variant_and_missing_json_folder_before_training(tmp
 @pytest.fixture
 def spear_calls(monkeypatch):
     """Cheap federations for `pace-nb spear` (3 hand-split clients); counts the ablations computed."""
-    from test_spear import PARTS3, make_fed
+    from synthetic import PARTS3, make_fed
 
     from pace_nb.methods.spear import analysis as sa
 

@@ -58,7 +58,7 @@ SPEAR_VARIANT_LABELS: dict[str, str] = {"full": "SPEAR", "no_shrinkage": "w/o sh
 #: features); a method's own colour and marker are declared on its class (``colour``/``marker``,
 #: :mod:`pace_nb.methods.contract`) and read through the registry (:func:`pace_nb.viz.style.palette`). Okabe–Ito and Paul Tol colours,
 #: assigned so that the methods sharing a figure stay apart under deuteranopia (CIE76 ΔE after the
-#: Machado 2009 simulation, :mod:`pace_nb.viz.colour`; tests/test_plots.py checks each figure's set).
+#: Machado 2009 simulation, :mod:`pace_nb.viz.colour`; tests/viz/test_plots.py checks each figure's set).
 #: Vermillion is PACE's and blue SPEAR's alone.
 SERIES_PALETTE: dict[str, str] = {
     "raw features": "#999999",

@@ -1,4 +1,4 @@
-"""What a figure of the package must satisfy, checked on the drawn figure (tests/test_plots.py).
+"""What a figure of the package must satisfy, checked on the drawn figure (tests/viz/test_plots.py).
 
 :func:`figure_problems` lists, one line each: text smaller than :data:`~pace_nb.viz.style.MIN_FONT_PT`
 at the figure's saved size, a legend overlapping an axes title or the figure title, two titles

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 
-#: every registered table id, for --help (tests/test_startup.py checks it against the registry)
+#: every registered table id, for --help (tests/cli/test_cli_foundation.py checks it against the registry)
 TABLE_IDS = ("1..12 (PACE Tables 1-12), A (PACE App. A), spear-1, spear-3 (SPEAR Tab. 1, 3), spear-ablation, "
              "spear-robustness, spear-robustness-global, spear-efficiency")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_baselines import SEED, demo_fg
-from test_models import synthetic_clients
-from test_training import _setup
+from demo_graphs import SEED, demo_fg
+from synthetic import synthetic_clients
+from synthetic import batched_setup as _setup
 
 import pace_nb.nn.training as training
 from pace_nb.methods.baselines import train_federated

@@ -87,3 +87,17 @@ def test_console_script_exit_code(tmp_path):
                            "--data-root", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("pace-nb: error: raw files for Cora not found")
+
+
+def test_tables_help_lists_every_registered_table():
+    """`pace-nb tables --help` is written without importing the tables (fast start-up): its list
+    of ids must be the registry's."""
+    import re
+
+    from pace_nb.analysis.tables import TABLES
+    from pace_nb.cli.commands.tables import TABLE_IDS
+
+    listed = set(re.findall(r"\b(?:spear-[a-z0-9-]+|A)\b", TABLE_IDS))
+    lo, hi = map(int, re.search(r"(\d+)\.\.(\d+)", TABLE_IDS).groups())
+    listed |= {str(i) for i in range(lo, hi + 1)}
+    assert listed == set(TABLES.names() if hasattr(TABLES, "names") else TABLES)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from pace_nb.methods.baselines import make_method, method_names, run_federated, train_federated
 from pace_nb.methods.registry import group
-from pace_nb.methods.baselines.base import FedContext, mix, size_weights
+from pace_nb.methods.baselines.base import mix, size_weights
 from pace_nb.methods.baselines.fedgta import accept_weights, client_statistics, confidence, moments
 from pace_nb.methods.baselines.fednova import fednova_update
 from pace_nb.methods.baselines.fedopt import adam_server_step
@@ -24,10 +24,10 @@ from pace_nb.methods.baselines.fedrcl import rcl_loss
 from pace_nb.methods.baselines.fedtad import class_reliability, landing_probabilities
 from pace_nb.methods.baselines.moon import moon_loss
 from pace_nb.core.errors import ConfigError, PaceNBError, UnknownNameError
-from pace_nb.nn.gcn import init_params, stack_params
 from pace_nb.nn.training import TrainConfig, train_local
 
 from demo_graphs import SEED, demo_fg
+from synthetic import fed_context as _ctx, rand_params as _rand_params
 
 
 @pytest.fixture(scope="module")
@@ -41,20 +41,6 @@ CFG = TrainConfig(epochs=10)
 @pytest.fixture(scope="module")
 def local(fg):
     return train_local(fg, (SEED,), CFG, device="cpu", progress=False)
-
-
-def _ctx(fg, seeds=(SEED,), rnd=0, start=None):
-    w0 = [init_params(fg.num_features, fg.num_classes, 64, s) for s in seeds]
-    ctx = FedContext(fg=fg, seeds=tuple(seeds), config=CFG, rounds=1, device=torch.device("cpu"), init=w0)
-    ctx.round = rnd
-    ctx.start = start if start is not None else stack_params([w for w in w0 for _ in range(fg.num_clients)])
-    return ctx
-
-
-def _rand_params(b: int, seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    return {"conv1.weight": torch.randn(b, 4, 5, generator=g), "conv1.bias": torch.randn(b, 4, generator=g),
-            "conv2.weight": torch.randn(b, 3, 4, generator=g), "conv2.bias": torch.randn(b, 3, generator=g)}
 
 
 # ----------------------------------------------------------------------------- server rules

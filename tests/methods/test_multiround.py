@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from test_baselines import SEED, _ctx, _rand_params, demo_fg
-from test_models import PyGGCN
+from demo_graphs import SEED, demo_fg
+from synthetic import fed_context as _ctx, rand_params as _rand_params
+from synthetic import PyGGCN
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.methods.baselines import make_method, train_federated

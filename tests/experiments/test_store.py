@@ -220,7 +220,7 @@ def test_shipped_store_loads_through_the_migration():
     """The shipped store (written before the dimension columns) loads with each of them filled."""
     from pathlib import Path
 
-    shipped = Path(__file__).resolve().parents[1] / "results"
+    shipped = Path(__file__).resolve().parents[2] / "results"
     rows = ResultsStore.for_reading(shipped).load()
     assert set(rows.study) == {"pace", "comparison", "spear"} and (rows.scope != "").any()
     pace = rows[rows.study == "pace"]

@@ -12,23 +12,12 @@ from pace_nb.core.errors import ConfigError
 from pace_nb.nn.gcn import gcn_forward, init_params, propagation_matrix, stack_params
 from pace_nb.nn.training import (LocalModels, TrainConfig, TrainStep, batched_logits, client_hidden, client_logits,
                               train_local, train_models)
-from test_models import PyGGCN, synthetic_clients
+from synthetic import PyGGCN, batched_setup as _setup, synthetic_clients
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 NOP = dict(progress=False, device="cpu")
-
-
-def _setup(num_seeds=2, sizes=(30, 45, 25), hidden=16, **kw):
-    clients = synthetic_clients(sizes, **kw)
-    f, c = clients[0].x.shape[1], int(max(int(cl.y.max()) for cl in clients)) + 1
-    w0 = [init_params(f, c, hidden, seed=s) for s in range(num_seeds)]
-    k = len(clients)
-    init = stack_params([w for w in w0 for _ in range(k)])
-    seeds = [model_seed(s, i) for s in range(num_seeds) for i in range(k)]
-    client_of = [i for _ in range(num_seeds) for i in range(k)]
-    return clients, init, seeds, client_of
 
 
 def _pyg_reference(client, params, config, extra=None):

@@ -20,7 +20,7 @@ from pace_nb.core.errors import ConfigError, MissingDataError
 from pace_nb.experiments.grid import Cell, expand, load_config, parse_config, run_grid
 from pace_nb.experiments.store import ResultsStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 METHODS = ["local", "pace", "fedavg", "fedprox"]
 
 GRID = """\
@@ -161,7 +161,7 @@ def test_missing_raw_files_reported_not_run(tmp_path):
 
 SCRIPT = textwrap.dedent("""
     import sys, time
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {root!r}]
     from test_grid import fake_runner, GRID, METHODS
     from pace_nb.experiments.grid import parse_config, run_grid
     from pace_nb.experiments.store import ResultsStore
@@ -174,7 +174,8 @@ SCRIPT = textwrap.dedent("""
 
 def test_sigkill_midway_then_rerun_completes_exactly_once(tmp_path):
     store_dir = tmp_path / "store"
-    script = SCRIPT.format(tests=str(Path(__file__).parent), store=str(store_dir))
+    here = Path(__file__).resolve().parent
+    script = SCRIPT.format(tests=str(here), root=str(here.parent), store=str(store_dir))
     env = {**os.environ, "PACE_NB_PROGRESS": "0"}
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT)
     store = ResultsStore(store_dir)

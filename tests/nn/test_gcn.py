@@ -3,58 +3,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch_geometric.nn import GCNConv
-from torch_geometric.utils import to_undirected
 
 from pace_nb.core.errors import ConfigError
-from pace_nb.data.federation import ClientGraph
+from synthetic import PyGGCN, synthetic_client, synthetic_clients
 from pace_nb.nn.gcn import (batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params, num_params_bytes, propagation_matrix,
                             stack_params, unstack_params)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-# ---- synthetic clients shared with test_training ---------------------------------------------------------
-def synthetic_client(index: int, n: int, num_features: int = 40, num_classes: int = 4, density: float = 0.1,
-                     avg_degree: float = 4.0, seed: int = 0) -> ClientGraph:
-    """Random undirected graph, sparse binary features with a class signal, 30/30/40 % masks."""
-    g = torch.Generator().manual_seed(1000 * seed + index)
-    y = torch.randint(0, num_classes, (n,), generator=g)
-    x = (torch.rand(n, num_features, generator=g) < density).float()
-    x[torch.arange(n), (y * (num_features // num_classes)) % num_features] = 1.0
-    ei = torch.randint(0, n, (2, int(avg_degree * n / 2)), generator=g)
-    ei = to_undirected(ei[:, ei[0] != ei[1]], num_nodes=n)
-    perm = torch.randperm(n, generator=g)
-    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
-    a, b = int(0.3 * n), int(0.6 * n)
-    masks[0][perm[:a]], masks[1][perm[a:b]], masks[2][perm[b:]] = True, True, True
-    return ClientGraph(index, torch.arange(n) + 10_000 * index, ei, x, y, *masks)
-
-
-def synthetic_clients(sizes=(30, 45, 25), **kw) -> list[ClientGraph]:
-    return [synthetic_client(i, n, **kw) for i, n in enumerate(sizes)]
-
-
-class PyGGCN(torch.nn.Module):
-    """The reference 2-layer GCN (OpenFGL / PyG style)."""
-
-    def __init__(self, f, h, c, dropout=0.5):
-        super().__init__()
-        self.conv1, self.conv2, self.dropout = GCNConv(f, h), GCNConv(h, c), dropout
-
-    def forward(self, x, edge_index):
-        h = torch.relu(self.conv1(x, edge_index))
-        h = torch.nn.functional.dropout(h, self.dropout, self.training)
-        return self.conv2(h, edge_index)
-
-    def load(self, params):
-        self.load_state_dict({k.replace("weight", "lin.weight") if "weight" in k else k: v.clone()
-                              for k, v in params.items()})
-        return self
-
-    def params(self):
-        return {k.replace("lin.weight", "weight"): v.detach().clone() for k, v in self.state_dict().items()}
 
 
 # ---- tests ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from pace_nb.core import config
 from pace_nb.core.errors import ConfigError
 from pace_nb.experiments.store import ResultsStore, load_results
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _table1_rows(offsets: dict[tuple[str, str], float]) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from pace_nb.methods.spear import analysis as sa
 from pace_nb.methods.spear import core as sp
 from pace_nb.methods.spear import sensitivity as se
 
-from test_spear import make_fed
+from synthetic import make_fed
 
 PARTS = [list(range(0, 20)), list(range(20, 40)), list(range(40, 60))]
 

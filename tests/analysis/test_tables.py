@@ -16,7 +16,7 @@ from pace_nb.core.errors import UnknownNameError
 from pace_nb.analysis.paper_values import paper_values
 from pace_nb.experiments.store import ResultsStore
 
-PAPERS = Path(__file__).resolve().parents[2] / "shared" / "papers"
+PAPERS = Path(__file__).resolve().parents[3] / "shared" / "papers"
 
 
 def _pv(**kw):

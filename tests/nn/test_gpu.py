@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_baselines import SEED, demo_fg
-from test_training import _setup
+from demo_graphs import SEED, demo_fg
+from synthetic import batched_setup as _setup
 
 from pace_nb.methods.baselines import train_federated
 from pace_nb.methods.protocol import run_protocol

@@ -14,7 +14,7 @@ from pace_nb.methods.spear import analysis as sa
 from pace_nb.core.errors import ConfigError, UnknownNameError
 from pace_nb.nn.gcn import gcn_forward, init_params, num_params_bytes, propagation_matrix
 
-from test_spear import PARTS3, make_fed
+from synthetic import PARTS3, make_fed
 
 SCHEMA = ["dataset", "partition", "num_clients", "seed", "method", "variant", "rank", "receiver", "acc", "params"]
 

@@ -4,41 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch_geometric.data import Data
-from torch_geometric.utils import subgraph, to_undirected
+from torch_geometric.utils import subgraph
 
 from pace_nb.core.errors import ConfigError, PaceNBError, UnknownNameError
-from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.data import perturb
 from pace_nb.methods.spear import core as spear
 
-
-def make_fed(parts, n=60, C=4, F=12, seed=0, train_frac=0.5, p_edge=0.12, empty_train=()):
-    """Synthetic federation: class-correlated features, random undirected graph, given node parts."""
-    g = torch.Generator().manual_seed(seed)
-    y = torch.arange(n) % C
-    centers = torch.randn(C, F, generator=g) * 2
-    x = (centers[y] + torch.randn(n, F, generator=g)).abs()
-    iu = torch.triu_indices(n, n, 1)
-    keep = torch.rand(iu.shape[1], generator=g) < p_edge
-    ei = to_undirected(iu[:, keep], num_nodes=n)
-    data = Data(x=x, edge_index=ei, y=y, num_nodes=n)
-    clients = []
-    for k, ids in enumerate(parts):
-        ids = torch.as_tensor(sorted(ids), dtype=torch.long)
-        e, _ = subgraph(ids, ei, relabel_nodes=True, num_nodes=n)
-        m = ids.numel()
-        tr = torch.zeros(m, dtype=torch.bool)
-        if k not in empty_train:
-            tr[: int(train_frac * m)] = True
-        va = torch.zeros(m, dtype=torch.bool)
-        va[int(train_frac * m): int(0.75 * m)] = True
-        te = ~(tr | va)
-        clients.append(ClientGraph(k, ids, e, x[ids], y[ids], tr, va, te))
-    return FederatedGraph("synthetic", data, clients, C)
-
-
-PARTS3 = [range(0, 20), range(20, 40), range(40, 60)]
+from synthetic import PARTS3, make_fed
 
 
 # ----------------------------------------------------------------------------- shrinkage
