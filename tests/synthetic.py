@@ -2,6 +2,8 @@
 imports another): hand-made clients and federations, the PyG reference GCN, batched set-ups."""
 from __future__ import annotations
 
+import textwrap
+
 import torch
 from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv
@@ -111,3 +113,41 @@ def rand_params(b: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     return {"conv1.weight": torch.randn(b, 4, 5, generator=g), "conv1.bias": torch.randn(b, 4, generator=g),
             "conv2.weight": torch.randn(b, 3, 4, generator=g), "conv2.bias": torch.randn(b, 3, generator=g)}
+
+
+def class_means_module(cls: str, name: str, style: str = "") -> str:
+    """Source text of a user's module holding one one-shot method ``cls`` (registry id ``name``):
+    class-mean features up, a kNN graph of them at the server — written to a file by the tests
+    that show a method in one new module runs everywhere (``style``: extra class-body lines)."""
+    return textwrap.dedent(f'''
+        """A user's one-shot method in one module: class-mean features up, a kNN graph of them."""
+        from dataclasses import dataclass
+
+        import torch
+
+        from pace_nb.methods.contract import register
+        from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph, label_counts
+
+
+        @register
+        class {cls}(OneShotMethod):
+            name = "{name}"
+            label = "{cls}"
+            paper = "a test method"
+            {style}
+
+            @dataclass(frozen=True)
+            class Config:
+                knn: int = 2
+
+            def client_message(self, ctx, k, client):
+                x, y = client.x[client.train_mask].float(), client.y[client.train_mask].long()
+                counts = label_counts(client, ctx.num_classes)
+                sums = torch.zeros(ctx.num_classes, x.shape[1]).index_add_(0, y, x)
+                return {{"means": sums / counts.clamp_min(1).unsqueeze(1), "counts": counts}}
+
+            def synthesize(self, ctx, messages):
+                xs = torch.cat([m["means"][m["counts"] > 0] for m in messages])
+                ys = torch.cat([torch.arange(ctx.num_classes)[m["counts"] > 0] for m in messages])
+                return SyntheticGraph(xs, ys, knn_graph(xs, self.cfg.knn))
+    ''')

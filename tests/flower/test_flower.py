@@ -31,6 +31,8 @@ from pace_nb.methods.protocol import run_protocol  # noqa: E402
 from pace_nb.methods.spear import core as spear  # noqa: E402
 from pace_nb.nn.training import train_local  # noqa: E402
 
+from synthetic import class_means_module  # noqa: E402
+
 K, SEED = 3, PAPER_SEEDS[0]
 SAME = ["dataset", "partition", "num_clients", "seed", "method", "variant", "rank", "receiver", "acc", "f1_weighted",
         "f1_macro", "alpha", "acc_local", "acc_external", "bytes_up", "bytes_down", "upload_ratio", "return_ratio",
@@ -499,37 +501,7 @@ def test_insecure_deploy_warns(monkeypatch, capsys):
     assert "warning: --insecure: no TLS and no SuperNode authentication" in err
 
 
-_NEW_METHOD = textwrap.dedent('''
-    """A one-shot method nobody wrote a Flower adapter for: class-mean features up, a kNN graph of them."""
-    from dataclasses import dataclass
-
-    import torch
-
-    from pace_nb.methods.contract import register
-    from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph, label_counts
-
-
-    @register
-    class ClassMeans(OneShotMethod):
-        name = "classmeans_probe"
-        label = "ClassMeans"
-        paper = "a test method"
-
-        @dataclass(frozen=True)
-        class Config:
-            knn: int = 2
-
-        def client_message(self, ctx, k, client):
-            x, y = client.x[client.train_mask].float(), client.y[client.train_mask].long()
-            counts = label_counts(client, ctx.num_classes)
-            sums = torch.zeros(ctx.num_classes, x.shape[1]).index_add_(0, y, x)
-            return {"means": sums / counts.clamp_min(1).unsqueeze(1), "counts": counts}
-
-        def synthesize(self, ctx, messages):
-            xs = torch.cat([m["means"][m["counts"] > 0] for m in messages])
-            ys = torch.cat([torch.arange(ctx.num_classes)[m["counts"] > 0] for m in messages])
-            return SyntheticGraph(xs, ys, knn_graph(xs, self.cfg.knn))
-''')
+_NEW_METHOD = class_means_module("ClassMeans", "classmeans_probe")
 
 _RUN_NEW_METHOD = textwrap.dedent("""
     import json, tempfile

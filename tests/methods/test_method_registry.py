@@ -18,6 +18,8 @@ from pace_nb.core.schema import SERIES_MARKERS, SERIES_PALETTE
 from pace_nb.methods.registry import (METHODS, SPEAR_CONTEXT, canonical, group, method_label, registered,
                                       spear_comparison)
 
+from synthetic import class_means_module
+
 PKG = Path(pace_nb.__file__).resolve().parent
 
 
@@ -79,48 +81,20 @@ def test_paper_values_use_registry_ids():
     assert ids <= set(registered().names()), ids - set(registered().names())
 
 
-PLUGIN = '''
-"""A user's methods in one module: FedAvg's mechanism under a new id, and a one-shot method
-(class-mean features up, a kNN graph of them at the server), both tagged for SPEAR's comparison."""
-from dataclasses import dataclass
-
-import torch
-
-from pace_nb.methods.baselines.fedavg import FedAvg
-from pace_nb.methods.contract import register
-from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph, label_counts
+PLUGIN = textwrap.dedent('''
+    """A user's methods in one module: FedAvg's mechanism under a new id, and a one-shot method
+    (class-mean features up, a kNN graph of them at the server), both tagged for SPEAR's comparison."""
+    from pace_nb.methods.baselines.fedavg import FedAvg
+    from pace_nb.methods.contract import register
 
 
-@register
-class FedProbe(FedAvg):
-    name = "fedprobe"
-    label = "FedProbe"
-    paper = "a test method"
-    colour, marker = "#117733", "s"
-
-
-@register
-class ShotProbe(OneShotMethod):
-    name = "shotprobe"
-    label = "ShotProbe"
-    paper = "a test method"
-    colour, marker = "#88CCEE", "D"
-
-    @dataclass(frozen=True)
-    class Config:
-        knn: int = 2
-
-    def client_message(self, ctx, k, client):
-        x, y = client.x[client.train_mask].float(), client.y[client.train_mask].long()
-        counts = label_counts(client, ctx.num_classes)
-        sums = torch.zeros(ctx.num_classes, x.shape[1]).index_add_(0, y, x)
-        return {"means": sums / counts.clamp_min(1).unsqueeze(1), "counts": counts}
-
-    def synthesize(self, ctx, messages):
-        xs = torch.cat([m["means"][m["counts"] > 0] for m in messages])
-        ys = torch.cat([torch.arange(ctx.num_classes)[m["counts"] > 0] for m in messages])
-        return SyntheticGraph(xs, ys, knn_graph(xs, self.cfg.knn))
-'''
+    @register
+    class FedProbe(FedAvg):
+        name = "fedprobe"
+        label = "FedProbe"
+        paper = "a test method"
+        colour, marker = "#117733", "s"
+''') + class_means_module("ShotProbe", "shotprobe", style='colour, marker = "#88CCEE", "D"')
 
 
 @pytest.fixture
@@ -128,7 +102,7 @@ def plugin(tmp_path, monkeypatch):
     pkg = tmp_path / "userpkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "probe_method.py").write_text(textwrap.dedent(PLUGIN))
+    (pkg / "probe_method.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
     mod = importlib.import_module("userpkg.probe_method")
     yield mod
