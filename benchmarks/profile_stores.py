@@ -2,6 +2,9 @@
 
     python3 benchmarks/profile_stores.py BEFORE_STORE AFTER_STORE [--part 'SPEAR comparison'] [--out FILE]
 
+First, per shipped config (``configs/*.toml``): the cells each store holds and their summed wall time
+(the cells' manifests; a store's ``draws/`` folder counts too), before and after, and the total.
+
 Per part of the papers (the PACE protocol's one-round methods, SPEAR's own cells, SPEAR's
 comparison), dataset and method: the mean seconds per run that the method's pooled rows record,
 in each store, and their ratio where both have it. A method a store lacks is "–", never guessed.
@@ -38,6 +41,46 @@ def profile(store_dir: str) -> pd.DataFrame:
     return g.rename(columns={"mean": "seconds", "count": "runs"})
 
 
+def config_times(store_dir: str, config_paths) -> pd.DataFrame:
+    """One row per (shipped config, cell of it that ``store_dir`` or its ``draws/`` holds): the cell's
+    wall time from its manifest (cells matched by setting, as :func:`pace_nb.analysis.report.config_runs` does)."""
+    from pace_nb.analysis.report import _concat_cells, _draws_store, _store_cells, config_cells
+    from pace_nb.experiments.store import ResultsStore
+
+    store = ResultsStore.for_reading(store_dir, must_exist=True)
+    dstore = _draws_store(store)
+    cells = _concat_cells(_store_cells(store), _store_cells(dstore) if dstore is not None else None)
+    keys = cells["setting_key"] if "setting_key" in cells else cells["key"]
+    have = dict(zip(keys, cells["wall_seconds"]))
+    return pd.DataFrame([{"config": name, "key": c["key"], "seconds": have[c["key"]]}
+                         for name, cs in config_cells(config_paths).items() for c in cs if c["key"] in have],
+                        columns=["config", "key", "seconds"])
+
+
+def config_lines(before: pd.DataFrame, after: pd.DataFrame, config_paths) -> list[str]:
+    """Per config: cells and summed wall time in each store, and the ratio over the cells both hold."""
+    from pace_nb.analysis.report import config_cells
+
+    total = {name: len(cs) for name, cs in config_cells(config_paths).items()}
+    both = before.merge(after, on=["config", "key"], suffixes=("_before", "_after"))
+    lines = ["## Wall time per config", "",
+             "Summed wall time of the cells each store holds; the ratio is over the cells both hold.", "",
+             "| config | cells | before: cells, wall s | after: cells, wall s | both: cells, before / after |",
+             "|---|---|---|---|---|"]
+
+    def row(label, n, b, a, m):
+        q = f"{len(m)}, {m.seconds_before.sum() / m.seconds_after.sum():.2f}×" if len(m) else "0, –"
+        return f"| {label} | {n} | {len(b)}, {b.seconds.sum():.0f} | {len(a)}, {a.seconds.sum():.0f} | {q} |"
+
+    for name, n in total.items():
+        lines.append(row(f"`{name}`", n, before[before.config == name], after[after.config == name],
+                         both[both.config == name]))
+    tb, ta = before.seconds.sum(), after.seconds.sum()
+    lines += [row("all", sum(total.values()), before, after, both),
+              "", f"Total wall time: before {tb / 3600:.2f} h, after {ta / 3600:.2f} h.", ""]
+    return lines
+
+
 def side_by_side(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     keys = ["part", "dataset", "method", "variant", "phase"]
     both = before.merge(after, on=keys, how="outer", suffixes=("_before", "_after"))
@@ -53,12 +96,17 @@ def main(argv=None) -> int:
     ap.add_argument("after")
     ap.add_argument("--part", nargs="+", default=None, help="only these parts (e.g. 'SPEAR comparison')")
     ap.add_argument("--out", default=None, help="also write the table (markdown) to this file")
+    ap.add_argument("--configs", nargs="*", default=None,
+                    help="config files of the per-config table (default: configs/*.toml of this checkout)")
     args = ap.parse_args(argv)
     table = side_by_side(profile(args.before), profile(args.after))
     if args.part:
         table = table[table["part"].isin(args.part)]
-    lines = [f"before: {args.before}   after: {args.after}", "",
-             "mean seconds per run (one seed of one cell) that a method's pooled rows record; runs in brackets", ""]
+    paths = args.configs if args.configs is not None else sorted(str(p) for p in Path("configs").glob("*.toml"))
+    lines = [f"before: {args.before}   after: {args.after}", ""]
+    if paths and not args.part:
+        lines += config_lines(config_times(args.before, paths), config_times(args.after, paths), paths)
+    lines += ["mean seconds per run (one seed of one cell) that a method's pooled rows record; runs in brackets", ""]
     for part, g in table.groupby("part", sort=True):
         lines += [f"## {part}", "", "| dataset | method | before s (runs) | after s (runs) | before / after |",
                   "|---|---|---|---|---|"]

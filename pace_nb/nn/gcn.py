@@ -125,6 +125,18 @@ def dropout_mask(shape, p: float, generator: torch.Generator | None, device, dty
     return u.ge_(p).mul_(1.0 / (1.0 - p))
 
 
+def dropout_masks_(out: Tensor, segments: Sequence[tuple[int, int]], p: float,
+                   generators: Sequence[torch.Generator]) -> Tensor:
+    """Fill ``out[o:o+n]`` with :func:`dropout_mask` of ``generators[i]`` for the i-th segment ``(o, n)``
+    of rows, in place: the same values, with the threshold and scale applied once to all of ``out``
+    (rows outside every segment must hold 0: they end 0 for ``p`` > 0)."""
+    if not 0.0 <= p < 1.0:
+        raise ConfigError(f"dropout must be in [0, 1), got {p}")
+    for (o, n), gen in zip(segments, generators):
+        out[o:o + n].uniform_(0.0, 1.0, generator=gen)
+    return out.ge_(p).mul_(1.0 / (1.0 - p))
+
+
 def stack_params(params: Sequence[Params]) -> Params:
     """List of single Params → batched Params (leading model axis)."""
     if not params:

@@ -29,7 +29,7 @@ from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, 
 from pace_nb.core.errors import ConfigError, NumericalError
 from pace_nb.core.validation import Interval, check_seeds, validate_params
 from pace_nb.data.federation import ClientGraph, FederatedGraph
-from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params,
+from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_masks_, gcn_forward, init_params,
                             propagation_matrix, stack_params)
 from pace_nb.nn.optim import AdamState, make_optimizer
 from pace_nb.nn.ragged import RaggedGraphs, ragged_forward, ragged_graphs
@@ -182,8 +182,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     for epoch in _progress(range(config.epochs), show, desc=f"train {b} models"):
         opt.zero_grad()
         if masks is not None:
-            for o, n, gen in zip(offsets, sizes, gens):
-                dropout_mask((n, config.hidden), config.dropout, gen, device, out=masks[o:o + n])
+            dropout_masks_(masks, list(zip(offsets, sizes)), config.dropout, gens)
         z, h, pre = (t.reshape(rows_total, -1) for t in forward(params, g, dropout_masks=fmasks, with_pre=True))
         zt = z[tr_idx]
         ce = F.cross_entropy(zt, tr_y, reduction="none")

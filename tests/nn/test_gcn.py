@@ -6,7 +6,7 @@ import torch
 
 from pace_nb.core.errors import ConfigError
 from synthetic import PyGGCN, synthetic_client, synthetic_clients
-from pace_nb.nn.gcn import (batch_graphs, batched_forward, dropout_mask, gcn_forward, init_params, num_params_bytes, propagation_matrix,
+from pace_nb.nn.gcn import (batch_graphs, batched_forward, dropout_mask, dropout_masks_, gcn_forward, init_params, num_params_bytes, propagation_matrix,
                             stack_params, unstack_params)
 
 
@@ -80,6 +80,20 @@ def test_gcn_forward_masks_and_dropout():
     assert abs(float((mask > 0).float().mean()) - 0.7) < 0.01
     with pytest.raises(ConfigError, match="dropout"):
         dropout_mask((2, 2), 1.0, None, "cpu")
+
+
+def test_dropout_masks_of_many_models_are_each_models_own_mask():
+    """The batched trainer's in-place fill (threshold and scale once over all rows) gives every
+    segment exactly the mask its own generator draws alone; rows outside the segments stay 0."""
+    segs = [(0, 7), (9, 4), (13, 11)]  # rows 7-8 belong to no model (padding)
+    for p in (0.5, 0.2):
+        out = torch.zeros(24, 5)
+        dropout_masks_(out, segs, p, [torch.Generator().manual_seed(s) for s in (3, 4, 5)])
+        for (o, n), s in zip(segs, (3, 4, 5)):
+            assert torch.equal(out[o:o + n], dropout_mask((n, 5), p, torch.Generator().manual_seed(s), "cpu"))
+        assert torch.equal(out[7:9], torch.zeros(2, 5))
+    with pytest.raises(ConfigError, match="dropout"):
+        dropout_masks_(torch.zeros(2, 2), [(0, 2)], 1.0, [torch.Generator()])
 
 
 def test_stack_unstack_roundtrip_and_bytes():
