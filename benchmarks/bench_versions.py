@@ -51,6 +51,12 @@ def _run(checkout: Path, dataset: str, method: str, rounds: int, params: str, ou
     return float(res.stdout.strip().splitlines()[-1])
 
 
+def _commit(checkout: Path) -> str:
+    """The checkout's short HEAD commit (its path stays out of the output)."""
+    res = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return res.stdout.strip() or "(not a git checkout)"
+
+
 def _max_diff(a: Path, b: Path) -> float:
     import torch
 
@@ -90,7 +96,7 @@ def main(argv=None) -> int:
                 print(f"{ds:10s} {m:8s} {args.rounds} rounds × 3 epochs: before {best['before']:7.1f} s   "
                       f"after {best['after']:7.1f} s   before / after {rec['ratio']:.2f}×   "
                       f"(after, Adam kept: {best['after, Adam kept']:.1f} s)   max |Δw| {diff:.1e}", flush=True)
-    print(f"checkouts: before {args.before}, after {args.after}; started {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"checkouts: before {_commit(args.before)}, after {_commit(args.after)}; started {time.strftime('%Y-%m-%d %H:%M')}")
     print("load averages: " + ", ".join(f"{x:.1f}" for x in load))
     if args.json:
         Path(args.json).write_text(json.dumps({"results": results, "load_average": load}, indent=2))
