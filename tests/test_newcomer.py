@@ -248,3 +248,12 @@ def test_notebooks_run_by_hand_from_another_store_save_outside_the_gallery(own_s
     assert notebook_figures_dir() == default_figures_dir() / "own"
     (own_store / "cells" / "x.json").unlink()
     assert notebook_figures_dir() == default_figures_dir()
+
+
+def test_readme_cell_count_is_what_the_shipped_configs_expand_to():
+    from pace_nb.experiments.grid import expand, load_config
+
+    said = re.search(r"The shipped configs expand to (\d+) cells", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert said, "README.md no longer states the shipped configs' cell count"
+    total = sum(len(expand(load_config(p), fingerprints=False)) for p in sorted((ROOT / "configs").glob("*.toml")))
+    assert int(said.group(1)) == total
