@@ -10,6 +10,7 @@ import pandas as pd
 
 from pace_nb.analysis import causes as cz
 from pace_nb.analysis.report import PACE_MAIN_TABLES, Analysis, agreement, bound_lines
+from pace_nb.analysis.tables import full_seeds, seeds_note
 from pace_nb.core.errors import ConfigError
 from pace_nb.methods.registry import method_label
 
@@ -123,10 +124,11 @@ def _spear(an: Analysis) -> list[str]:
         return out
     out += ["", "### SPEAR's comparison (its Table 1: accuracy %, Dirichlet β = 0.05, K = 10, global model on the "
             "complete graph)", "",
-            "Ours, mean ± sample std over data seeds (the paper's available text gives no Table 1 values); the best "
-            "per dataset in bold.", "",
+            "Ours, mean ± sample std over data seeds (\"(n = k)\": fewer seeds than the others; the paper's available "
+            "text gives no Table 1 values); the best per dataset in bold.", "",
             "| | " + " | ".join(datasets) + " |", "|---" * (len(datasets) + 1) + "|"]
     best = {d: acc[acc["dataset"] == d]["ours_mean"].max() for d in datasets}
+    full = full_seeds(acc)
     for r in rows:
         cells = []
         for d in datasets:
@@ -137,7 +139,7 @@ def _spear(an: Analysis) -> list[str]:
             text = _n(e["ours_mean"], "{:.1f}")
             text = f"**{text}**" if e["ours_mean"] == best[d] else text
             sd = e["ours_std"]
-            cells.append(text + (f" ± {sd:.1f}" if sd == sd else ""))
+            cells.append(text + (f" ± {sd:.1f}" if sd == sd else "") + seeds_note(e.get("n_seeds"), full))
         out.append(f"| {r} | " + " | ".join(cells) + " |")
     spear = acc[acc["method"] == "spear"].set_index("dataset")["ours_mean"]
     lines = []

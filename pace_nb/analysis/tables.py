@@ -348,13 +348,31 @@ def bound_verdict(e: pd.Series) -> str:
     return f"exceeds by {e['diff']:.2f}" + (f" = {e['diff'] / se:.1f} SE" if se == se else "")
 
 
-def _cell(e: pd.Series) -> str:
+def seeds_note(n, full: int | None) -> str:
+    """``" (n = k)"`` when an entry pools fewer seeds (``n``) than its table's most (``full``), else ""."""
+    try:
+        k = int(n)
+    except (TypeError, ValueError):
+        return ""
+    return f" (n = {k})" if full and 0 < k < full else ""
+
+
+def full_seeds(comp: pd.DataFrame) -> int | None:
+    """The largest seed count among a comparison's entries that were run (None without any)."""
+    if "n_seeds" not in comp or "status" not in comp:
+        return None
+    n = pd.to_numeric(comp.loc[comp["status"] == "ok", "n_seeds"], errors="coerce").max()
+    return int(n) if n == n else None
+
+
+def _cell(e: pd.Series, full: int | None = None) -> str:
     paper = _pm(e.paper_mean, e.paper_std, e.metric) or "–"
     bound = bool(e.get("bound", False))
     paper = f"≤ {paper}" if bound and paper != "–" else paper
     if e.status == NOT_RUN:
         return f"{NOT_RUN} / {paper}"
-    ours = _pm(e.ours_mean, e.ours_std, e.metric) + (f" {e.ours_text}" if e.ours_text else "")
+    ours = _pm(e.ours_mean, e.ours_std, e.metric) + (f" {e.ours_text}" if e.ours_text else "") + \
+        seeds_note(e.get("n_seeds"), full)
     if bound:
         verdict = bound_verdict(e)
         return f"{ours} / {paper}" + (f" ({verdict})" if verdict else "")
@@ -366,7 +384,8 @@ def layout(comp: pd.DataFrame) -> pd.DataFrame:
     """Paper-shaped grid (rows × columns, paper order) of "ours / paper (Δ)" cells."""
     if comp.empty:
         return pd.DataFrame()
-    cells = comp.assign(cell=[_cell(e) for _, e in comp.iterrows()])
+    full = full_seeds(comp)
+    cells = comp.assign(cell=[_cell(e, full) for _, e in comp.iterrows()])
     if (cells.col == "Matched").any():  # Table 4: the paper's matched method name
         notes = paper_values("pace", table="4")
         name = {(r.dataset, r.metric): method_label(r.method) + "+CNLL" for r in notes.itertuples()
@@ -382,8 +401,8 @@ def layout(comp: pd.DataFrame) -> pd.DataFrame:
 
 def render_markdown(table_id: str, comp: pd.DataFrame) -> str:
     grid = layout(comp)
-    head = f"### {TABLES[table_id].title}\n\nEach cell: ours (mean ± sample std over seeds) / paper (ours − paper); " \
-           f"\"{NOT_RUN}\" = no such results in the store.\n\n"
+    head = f"### {TABLES[table_id].title}\n\nEach cell: ours (mean ± sample std over seeds; \"(n = k)\" when fewer " \
+           f"seeds than the table's others) / paper (ours − paper); \"{NOT_RUN}\" = no such results in the store.\n\n"
     if grid.empty:
         return head + "(no entries)\n"
     lines = ["| | " + " | ".join(grid.columns) + " |", "|---" * (len(grid.columns) + 1) + "|"]

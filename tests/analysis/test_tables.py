@@ -97,6 +97,20 @@ def test_tables_ours_beside_paper_and_not_run():
     assert lc.ours_mean.item() == pytest.approx(accs.mean())
 
 
+def test_an_entry_with_fewer_seeds_than_its_table_says_how_many():
+    """A setting pooled over fewer seeds than the table's others (a cell not yet run for every
+    seed) carries "(n = k)" beside its mean, so it never reads as the full count."""
+    rows = make_rows(num_clients=10, base=78.0)
+    part = make_rows(dataset="CiteSeer", num_clients=10, base=70.0)
+    part = part[part["seed"].isin(sorted(set(part["seed"]))[:2])]
+    comp = T.comparison("1", pd.concat([rows, part]))
+    assert T.full_seeds(comp) == 5
+    md = T.render_markdown("1", comp)
+    cite = comp[(comp.dataset == "CiteSeer") & (comp.method == "local") & (comp.metric == "acc")].iloc[0]
+    assert cite.n_seeds == 2 and f"{cite.ours_mean:.2f} ± {cite.ours_std:.2f} (n = 2) /" in md
+    assert "(n = 5)" not in md and T.seeds_note(5, 5) == "" and T.seeds_note(None, 5) == ""
+
+
 def test_appendix_a_from_receiver_units():
     rows = pd.concat([make_rows(dataset=d, num_clients=10) for d in ("Cora", "CiteSeer", "PubMed")])
     comp = T.comparison("A", rows).set_index("metric")
