@@ -4,6 +4,12 @@ Used to show that a refactor leaves every number bit-identical::
 
     python3 benchmarks/compare_stores.py OLD_STORE NEW_STORE            # ignores `seconds`
     python3 benchmarks/compare_stores.py A B --ignore-params data,train  # params keys added later
+    python3 benchmarks/compare_stores.py OLD NEW --common                # only the settings both hold
+
+``--common`` compares the cells both stores hold for the same setting (matched by setting key, so a
+cell recomputed with a data fingerprint matches its older copy) and prints, per method, how many
+rows are bit-identical and the largest |difference| of every numeric result column; exit status 0
+when every compared row is identical.
 
 Rows are typed by ``normalize_rows`` first, so a store written before the dimension columns
 (``study``, ``evaluation``, ``beta``, ``scope``, ``data_seed``, ``run_seed``) migrates and compares
@@ -37,13 +43,73 @@ def rows(store: Path, ignore: list[str], ignore_params: list[str]) -> pd.DataFra
     return f.sort_values([k for k in KEY_COLUMNS if k in f]).reset_index(drop=True)
 
 
+NUMERIC = ("acc", "f1_weighted", "f1_macro", "alpha", "acc_local", "acc_external", "bytes_up", "bytes_down",
+           "upload_ratio", "return_ratio")
+
+
+def common_rows(a_dir: Path, b_dir: Path) -> tuple[pd.DataFrame, int]:
+    """Rows of the cells both stores hold for one setting, side by side (suffixes _a, _b), and the
+    number of such cells."""
+    from pace_nb.experiments.store import ResultsStore
+
+    a, b = ResultsStore.for_reading(a_dir, must_exist=True), ResultsStore.for_reading(b_dir, must_exist=True)
+    ca, cb = a.cells(), b.cells()
+    pairs = ca[["setting_key", "key"]].merge(cb[["setting_key", "key"]], on="setting_key", suffixes=("_a", "_b"))
+    parts = []
+    for ka, kb in zip(pairs["key_a"], pairs["key_b"]):
+        ra, rb = a.rows_of(ka), b.rows_of(kb)
+        keys = [k for k in KEY_COLUMNS if k in ra and k in rb]
+        m = ra.merge(rb, on=keys, suffixes=("_a", "_b"), how="outer", indicator=True)
+        parts.append(m)
+    return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()), len(pairs)
+
+
+def compare_common(a_dir: Path, b_dir: Path) -> int:
+    rows, n = common_rows(a_dir, b_dir)
+    print(f"{a_dir} vs {b_dir}: {n} settings in both, {len(rows)} rows")
+    if rows.empty:
+        return 1
+    unmatched = int((rows["_merge"] != "both").sum())
+    both = rows[rows["_merge"] == "both"]
+    cols = [c for c in NUMERIC if f"{c}_a" in both and f"{c}_b" in both]
+    diff = {c: (pd.to_numeric(both[f"{c}_a"], errors="coerce") - pd.to_numeric(both[f"{c}_b"], errors="coerce")).abs()
+            for c in cols}
+    same = pd.Series(True, index=both.index)
+    for c in cols:
+        a, b = both[f"{c}_a"], both[f"{c}_b"]
+        same &= (a == b) | (a.isna() & b.isna())
+    lines = ["| method | rows | bit-identical | " + " | ".join(f"max abs diff {c}" for c in cols) + " |",
+             "|---|---|---|" + "---|" * len(cols)]
+    for method, g in both.groupby("method", sort=True):
+        cells = [f"{diff[c][g.index].max():.2g}" if diff[c][g.index].notna().any() else "–" for c in cols]
+        lines.append(f"| {method} | {len(g)} | {int(same[g.index].sum())} | " + " | ".join(cells) + " |")
+    print("\n".join(lines))
+    print(f"rows in one store only: {unmatched}; bit-identical rows: {int(same.sum())} of {len(both)}")
+    # table entries: the mean accuracy over seeds of each setting's pooled rows, against its seed noise
+    pooled = both[both["receiver"].astype(str) == "-1"]
+    keys = [k for k in ("study", "dataset", "partition", "num_clients", "beta", "data_seed", "method", "variant", "rank")
+            if k in pooled]
+    acc_a, acc_b = pd.to_numeric(pooled["acc_a"], errors="coerce"), pd.to_numeric(pooled["acc_b"], errors="coerce")
+    g = pooled.assign(a=acc_a, b=acc_b).groupby(keys, dropna=False).agg(a=("a", "mean"), b=("b", "mean"),
+                                                                         sd=("a", "std"), n=("a", "size"))
+    g["d"], g["se"] = (g["a"] - g["b"]).abs(), g["sd"] / g["n"] ** 0.5
+    moved = g[g["d"] > 0]
+    worst = (moved["d"] / moved["se"]).max() if len(moved) else 0.0
+    print(f"table entries (mean accuracy over seeds of a setting's pooled rows): {len(g)}; changed: {len(moved)}; "
+          f"largest change {g['d'].max():.3g} points = {worst:.2g} standard errors of our seed mean")
+    return 0 if unmatched == 0 and bool(same.all()) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("a", type=Path)
     ap.add_argument("b", type=Path)
     ap.add_argument("--ignore", default="seconds", help="comma-separated columns left out (default: seconds)")
     ap.add_argument("--ignore-params", default="", help="comma-separated keys dropped from the params JSON")
+    ap.add_argument("--common", action="store_true", help="only the settings both stores hold; max |diff| per method")
     args = ap.parse_args(argv)
+    if args.common:
+        return compare_common(args.a, args.b)
     ig, igp = args.ignore.split(","), [k for k in args.ignore_params.split(",") if k]
     a, b = rows(args.a, ig, igp), rows(args.b, ig, igp)
     print(f"{args.a}: {len(a)} rows; {args.b}: {len(b)} rows")
