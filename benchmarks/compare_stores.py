@@ -87,8 +87,9 @@ def compare_common(a_dir: Path, b_dir: Path) -> int:
     print(f"rows in one store only: {unmatched}; bit-identical rows: {int(same.sum())} of {len(both)}")
     # table entries: the mean accuracy over seeds of each setting's pooled rows, against its seed noise
     pooled = both[both["receiver"].astype(str) == "-1"]
-    keys = [k for k in ("study", "dataset", "partition", "num_clients", "beta", "data_seed", "method", "variant", "rank")
-            if k in pooled]
+    keys = [k if k in pooled else f"{k}_a"
+            for k in ("study", "dataset", "partition", "num_clients", "beta", "data_seed", "method", "variant", "rank")
+            if k in pooled or f"{k}_a" in pooled]
     acc_a, acc_b = pd.to_numeric(pooled["acc_a"], errors="coerce"), pd.to_numeric(pooled["acc_b"], errors="coerce")
     g = pooled.assign(a=acc_a, b=acc_b).groupby(keys, dropna=False).agg(a=("a", "mean"), b=("b", "mean"),
                                                                          sd=("a", "std"), n=("a", "size"))

@@ -86,7 +86,8 @@ def comparison_frame(comparisons: Mapping[str, pd.DataFrame], metric: str = "acc
 def plot_spear_comparison(frame: pd.DataFrame, ncols: int = 3, title: str = "") -> plt.Figure:
     """Horizontal bars: every method's accuracy per dataset (ours, ± std), the paper's value as ×;
     ``ncols`` panels per row, methods in one order everywhere (best mean accuracy first); a dataset
-    of the paper's scope without stored results says "not run"."""
+    of the paper's scope without stored results says "not run"; an entry with fewer seeds than its
+    panel's title says how many ("n = k" beside its bar)."""
     ran = frame.dropna(subset=["ours"])
     if ran.empty:
         raise ConfigError("plot_spear_comparison: no entries run (run configs/spear_comparison.toml first)")
@@ -107,6 +108,9 @@ def plot_spear_comparison(frame: pd.DataFrame, ncols: int = 3, title: str = "") 
             continue
         for yi in y[g["ours"].isna().to_numpy()]:  # a method without results on this dataset
             ax.text(1, yi, "not run", va="center", ha="left", fontsize=8, color="0.35", style="italic")
+        few = g["ours"].notna() & (g["n_seeds"] < seeds)
+        for yi, v, n in zip(y[few.to_numpy()], g.loc[few, "ours"], g.loc[few, "n_seeds"]):  # fewer seeds
+            ax.text(v + 2, yi, f"n = {int(n)}", va="center", ha="left", fontsize=8, color="0.2")
         ax.set(title=f"{d} ({seeds} seed{'s' if seeds != 1 else ''})", xlabel="accuracy (%)", xlim=(0, 100))
     axes[0].set_yticks(y, [comparison_label(m) for m in methods])  # shared y
     paper = "× paper" if frame["paper"].notna().any() else "no paper values in the available text"
