@@ -34,7 +34,8 @@ def profile(store_dir: str) -> pd.DataFrame:
     pooled["part"] = "PACE protocol"
     pooled.loc[pooled["method"].str.lower().eq("spear") & ~comp, "part"] = "SPEAR cells"
     pooled.loc[comp, "part"] = "SPEAR comparison"
-    pooled = pooled[~pooled["variant"].str.endswith("+cnll")]  # +CNLL rows repeat the native run's time
+    cnll = pooled["variant"].str.endswith("+cnll") | pooled["variant"].eq("cnll")
+    pooled = pooled[~cnll]  # +CNLL rows repeat the native run's time
     g = pooled.groupby(["part", "dataset", "method", "variant"], as_index=False)["seconds"].agg(["mean", "count"])
     g["phase"] = [comparison_label(m) + ("" if v in ("native", "full") else f" [{v}]")
                   for m, v in zip(g["method"], g["variant"])]
