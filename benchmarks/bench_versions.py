@@ -1,7 +1,7 @@
 """The same multi-round workload under two source checkouts, in one run: before → after.
 
-    git worktree add /tmp/pace_nb_before 20e2153      # the code before the speed work (end of wave 2)
-    PACE_NB_DATA=... python3 benchmarks/bench_versions.py --before /tmp/pace_nb_before \\
+    git worktree add ../pace_nb_before 20e2153        # the code before the speed work (end of wave 2)
+    PACE_NB_DATA=... python3 benchmarks/bench_versions.py --before ../pace_nb_before \\
         [--datasets Computers CS] [--methods fedavg] [--rounds 20] [--repeat 2] [--json FILE]
 
 Workload: ``train_federated`` of each method for ``--rounds`` rounds × 3 local epochs on SPEAR's

@@ -118,15 +118,12 @@ def dropout_mask(shape, p: float, generator: torch.Generator | None, device, dty
                  out: Tensor | None = None) -> Tensor:
     """Scaled Bernoulli(1 - p) keep-mask: ``1/(1-p)`` where ``U >= p`` with ``U ~ U[0, 1)`` from
     ``generator``, else 0 (``F.dropout`` semantics). ``out`` is filled in place when given."""
-    if not 0.0 <= p < 1.0:
-        raise ConfigError(f"dropout must be in [0, 1), got {p}")
     u = torch.empty(shape, device=device, dtype=dtype) if out is None else out
-    u.uniform_(0.0, 1.0, generator=generator)
-    return u.ge_(p).mul_(1.0 / (1.0 - p))
+    return dropout_masks_(u, [(0, int(u.shape[0]))], p, [generator])
 
 
 def dropout_masks_(out: Tensor, segments: Sequence[tuple[int, int]], p: float,
-                   generators: Sequence[torch.Generator]) -> Tensor:
+                   generators: Sequence[torch.Generator | None]) -> Tensor:
     """Fill ``out[o:o+n]`` with :func:`dropout_mask` of ``generators[i]`` for the i-th segment ``(o, n)``
     of rows, in place: the same values, with the threshold and scale applied once to all of ``out``
     (rows outside every segment must hold 0: they end 0 for ``p`` > 0)."""

@@ -175,6 +175,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     tr_idx, tr_y, tr_w, tr_m = (torch.cat(t).to(device) for t in parts)
     gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
     masks = torch.zeros(rows_total, config.hidden, device=device) if config.dropout > 0 else None
+    segments = list(zip(offsets, sizes))  # each model's rows of ``masks``
     curves = torch.zeros(config.epochs, b, 2, device=device) if record else None
     first_bad = torch.full((), -1, dtype=torch.long, device=device)  # first epoch with a non-finite loss
     forward = ragged_forward if nmax is None else batched_forward
@@ -182,7 +183,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     for epoch in _progress(range(config.epochs), show, desc=f"train {b} models"):
         opt.zero_grad()
         if masks is not None:
-            dropout_masks_(masks, list(zip(offsets, sizes)), config.dropout, gens)
+            dropout_masks_(masks, segments, config.dropout, gens)
         z, h, pre = (t.reshape(rows_total, -1) for t in forward(params, g, dropout_masks=fmasks, with_pre=True))
         zt = z[tr_idx]
         ce = F.cross_entropy(zt, tr_y, reduction="none")
