@@ -21,6 +21,7 @@ from pace_nb.core.registry import Registry
 from pace_nb.core.schema import PACE_VARIANT_LABELS, SETTING, SPEAR_VARIANT_LABELS
 from pace_nb.core.io import atomic_write_csv, atomic_write_text
 from pace_nb.analysis import spear_comparison as sc
+from pace_nb.analysis import spear_tables as st
 from pace_nb.analysis.gap_notes import (PACE_BASELINE_NOTES, PACE_DIRICHLET_NOTES, SPEAR_COMPARISON_NOTES,
                                         SPEAR_EFFICIENCY_NOTES, SPEAR_ROBUSTNESS_NOTES)
 from pace_nb.analysis.paper_values import paper_values
@@ -210,79 +211,6 @@ register_table("spear-3", TableDef("spear", "cost", "SPEAR Tab. 3: wall time, up
                                    notes=SPEAR_EFFICIENCY_NOTES))
 
 
-# -- SPEAR: the paper text quotes only a few numbers, so ours adds the rows it has -------------
-def _spear_entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -> pd.DataFrame:
-    base = dict(paper="spear", table=table, partition="dirichlet", beta=0.05, num_clients=10, rank=0,
-                value=math.nan, std=math.nan, note="")
-    have = normalize_rows(rows) if rows is not None and len(rows) else None
-    spear = have[(have.method == "spear") & (have.partition == "dirichlet")] if have is not None else None
-    datasets = sorted(set(spear.dataset)) if spear is not None else []
-    extra = []
-    if table == "ablation":
-        extra = [dict(base, dataset=d, method="spear", variant=v, metric="acc") for d in datasets for v in SPEAR_VARIANTS]
-    elif table == "robustness":
-        extra = [dict(base, dataset=d, method="spear", variant=v, metric="max_drop_pts")
-                 for d in datasets for v in ("edge_noise", "feature_noise")]
-    elif table == "efficiency":
-        extra = [dict(base, dataset=d, method=m, variant=v, metric=x) for d in datasets
-                 for m, v, x in (("spear", "comm", "comm_kb"), ("spear", "comm", "seconds"),
-                                 ("fedavg", "multiround", "comm_mb"), ("fedavg", "multiround", "seconds"))]
-    frame = pd.concat([paper, pd.DataFrame(extra, columns=paper.columns)], ignore_index=True)
-    return frame.drop_duplicates(subset=["dataset", "method", "variant", "metric"], keep="first")
-
-
-def _spear_rows(rows: pd.DataFrame | None) -> pd.DataFrame | None:
-    """SPEAR's pooled Dirichlet rows, without the comparison's (those belong to Tab. 1/3,
-    :mod:`analysis.spear_comparison`); column ``scope`` names each robustness row's perturbation scope."""
-    if rows is None or not len(rows):
-        return None
-    r = normalize_rows(rows)
-    return r[~sc.is_comparison(r) & (r.partition == "dirichlet") & (r.receiver == -1)]
-
-
-def _spear_ours(e: pd.Series, r: pd.DataFrame | None, scope: str = "clients") -> tuple[float, float, int]:
-    """Entry ``e`` of a SPEAR table from :func:`_spear_rows`."""
-    if r is None:
-        return math.nan, math.nan, 0
-    if e.metric == "max_drop_pts":  # robustness rows of the other scope are left out
-        r = r[r["scope"].isin(["", scope])]
-    r = r[(r.num_clients == e.num_clients) & ((r.beta - e.beta).abs() < 1e-9)]
-    if e.dataset != "all":
-        r = r[r.dataset == e.dataset]
-    sel = lambda m, v: r[(r.method.map(canonical_method) == m) & (r.variant == v)]
-    if e.metric == "acc":
-        vals = sel(e.method, e.variant).acc
-    elif e.metric == "max_drop_pts":  # clean (full) minus perturbed, paired by data seed
-        clean = sel("spear", "full").groupby(["dataset", "seed"]).acc.mean()
-        pert = sel("spear", e.variant).groupby(["dataset", "seed"]).acc.mean()
-        drops = (clean - pert).dropna()
-        if e.dataset == "all":  # the paper bounds the worst dataset mean: that dataset's drops
-            if not len(drops):
-                return math.nan, math.nan, 0
-            worst = drops.groupby("dataset").mean().idxmax()
-            vals = drops.xs(worst, level="dataset")
-        else:
-            vals = drops
-    elif e.metric == "comm_kb":  # per client, KiB (the paper's 18.8 KB is per client)
-        g = sel(e.method, e.variant)
-        vals = (g.bytes_up.fillna(0) + g.bytes_down.fillna(0)) / g.num_clients / 1024
-    elif e.metric == "comm_mb":  # total, MiB
-        g = sel(e.method, e.variant)
-        vals = (g.bytes_up.fillna(0) + g.bytes_down.fillna(0)) / 2**20
-    elif e.metric == "seconds":
-        vals = sel(e.method, e.variant).seconds
-    elif e.metric == "speedup_vs_fedavg":
-        fa = sel("fedavg", "multiround").groupby("dataset").seconds.mean()
-        sp = sel("spear", "comm").groupby("dataset").seconds.mean()
-        ratio = (fa / sp).dropna()
-        return (ratio.max() if len(ratio) else math.nan), math.nan, int(len(ratio))
-    else:
-        return math.nan, math.nan, 0
-    vals = pd.Series(vals).dropna()
-    return (float(vals.mean()) if len(vals) else math.nan,
-            float(vals.std(ddof=1)) if len(vals) > 1 else math.nan, int(len(vals)))
-
-
 def _appendix_a(e: pd.Series, rows: pd.DataFrame | None) -> tuple[float, float, int]:
     """App. A counts pooled over the datasets of ``e`` (receiver-seed units, PACE full vs Local)."""
     from pace_nb.analysis import diagnostics as dg
@@ -307,10 +235,10 @@ def comparison(table_id: str, rows: pd.DataFrame | None, ours: _Ours | None = No
         paper = sc.entries(t.table, paper, rows)
         got = sc.scores(paper, rows)
     elif t.paper == "spear":
-        paper = _spear_entries(t.table, paper, rows)
+        paper = st.entries(t.table, paper, rows)
         scope = "global" if table_id.endswith("-global") else "clients"
-        spear_rows = _spear_rows(rows)
-        got = [_spear_ours(e, spear_rows, scope) for _, e in paper.iterrows()]
+        spear_rows = st.pooled_rows(rows)
+        got = [st.ours(e, spear_rows, scope) for _, e in paper.iterrows()]
     elif t.table == "A":
         got = [_appendix_a(e, rows) for _, e in paper.iterrows()]
     else:
