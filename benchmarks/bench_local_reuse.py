@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def main(argv=None) -> int:
     from pace_nb.core.config import PAPER_SEEDS
     from pace_nb.experiments.cells import run_cell
-    from pace_nb.experiments.grid import expand, load_config, parse_config, run_grid
+    from pace_nb.experiments.grid import expand, load_config, parse_config
+    from pace_nb.experiments.runner import run_grid
     from pace_nb.experiments.store import ResultsStore
     from pace_nb.methods.protocol import federation
 

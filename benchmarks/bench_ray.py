@@ -87,7 +87,8 @@ def main(argv=None) -> int:
     import torch
 
     from pace_nb.experiments import ray as dist
-    from pace_nb.experiments.grid import expand, load_config, run_grid
+    from pace_nb.experiments.grid import expand, load_config
+    from pace_nb.experiments.runner import run_grid
     from pace_nb.experiments.store import ResultsStore
 
     cfg = load_config(args.config)

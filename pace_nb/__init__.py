@@ -38,7 +38,7 @@ _API = {
     "summarize": "pace_nb.analysis.summary",
     "load_results": "pace_nb.experiments.store",
     "ResultsStore": "pace_nb.experiments.store",
-    "run_grid": "pace_nb.experiments.grid",
+    "run_grid": "pace_nb.experiments.runner",
     "build_tables": "pace_nb.analysis.tables",
 }
 __all__ = sorted(_API) + ["__version__"]

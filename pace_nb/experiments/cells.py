@@ -23,7 +23,7 @@ class Cell:
     """One unit of work; ``key`` is a stable hash of every field (JSON).
 
     ``data`` is the fingerprint of the raw data the cell is computed on
-    (:func:`~pace_nb.data.datasets.data_fingerprint`, attached by :func:`~pace_nb.experiments.grid.run_grid`):
+    (:func:`~pace_nb.data.datasets.data_fingerprint`, attached by :func:`~pace_nb.experiments.runner.run_grid`):
     the same setting on changed raw files is another cell. A cell without one (``""``: not yet
     attached, or written before fingerprints were kept) has the key it always had — :attr:`setting_key`.
     """

@@ -7,28 +7,24 @@ of one setting (its method groups) share one Local training (:class:`~pace_nb.ex
 robustness / efficiency) for a batch of data seeds. Each finished cell is written atomically
 under its stable key; a rerun skips finished cells, so Ctrl-C or ``kill -9`` loses at most the
 cell in flight and never duplicates rows. :func:`expand` + :func:`run_cell` are separate from
-the loop in :func:`run_grid`, whose ``executor`` (anything with ``map(fn, cells)``, e.g. a
+the loop in :func:`pace_nb.experiments.runner.run_grid`, whose ``executor`` (anything with ``map(fn, cells)``, e.g. a
 ``concurrent.futures`` or Ray pool wrapper) may run cells elsewhere.
 """
 from __future__ import annotations
 
 import json
 import re
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-import pandas as pd
 
-from pace_nb.core.config import DATA_SEED, PAPER_SEEDS, progress as progress_bar
-from pace_nb.core.errors import ConfigError, MissingDataError, PaceNBError
+from pace_nb.core.config import DATA_SEED, PAPER_SEEDS
+from pace_nb.core.errors import ConfigError, PaceNBError
 from pace_nb.core.io import NotRegularFileError, read_regular_bytes
 from pace_nb.experiments import preflight, values as V
 from pace_nb.core.validation import check_seeds, config_keys
 from pace_nb.experiments.cells import Cell, LocalReuse, local_key, pace_params, run_cell  # noqa: F401 (re-exported)
-from pace_nb.experiments.provenance import provenance
-from pace_nb.experiments.store import ResultsStore
 from pace_nb.methods.spear.core import SpearConfig
 from pace_nb.nn.training import TrainConfig
 
@@ -338,116 +334,3 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None, *, data_
     if len(set(keys)) != len(keys):  # repeated entries are run once
         cells = list({c.key: c for c in cells}.values())
     return cells
-
-
-# -- the grid loop ------------------------------------------------------------------------
-#: Statuses of cells another ``pace-nb grid`` process on the same store finished / is computing.
-DONE_ELSEWHERE = "done (by another process)"
-RUNNING_ELSEWHERE = "skipped: being computed by another process (rerun to pick it up if it stops)"
-
-
-@dataclass
-class GridReport:
-    """What a grid run did: one record per cell (status: done / ran / not run: <why> / planned)."""
-
-    records: list[dict] = field(default_factory=list)
-
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.records, columns=["key", "label", "status", "rows", "seconds"])
-
-    def count(self, status: str) -> int:
-        return sum(r["status"].startswith(status) for r in self.records)
-
-
-def _missing_data(cell: Cell, data_root) -> str | None:
-    from pace_nb.data.datasets import DATASETS, get_spec, missing_files, raw_dir
-
-    if cell.dataset not in DATASETS:  # a graph file, checked by expand
-        return None if Path(cell.dataset).exists() else f"graph file {cell.dataset} not found"
-    if not get_spec(cell.dataset).needs_files:
-        return None
-    miss = missing_files(cell.dataset, data_root)
-    return f"raw files missing in {raw_dir(cell.dataset, data_root)} ({', '.join(miss[:3])}…)" if miss else None
-
-
-def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None, executor=None, *,
-             dry_run: bool = False, strict: bool | None = None, data_root=None, device: str | None = None,
-             progress: bool = True, runner: Callable[[Cell], pd.DataFrame] | None = None,
-             known_methods: Iterable[str] | None = None, keep_going: bool = False) -> GridReport:
-    """Run every cell of ``config`` not yet in ``store``; each result is written as it arrives.
-
-    ``executor.map(fn, cells)`` (default: in-process ``map``) computes cells; ``runner``
-    replaces :func:`run_cell` (tests, remote dispatch). Datasets without raw files are
-    reported "not run" unless ``strict`` (then :class:`MissingDataError` before any work).
-    ``keep_going``: a cell that raises is reported "failed: <error>" and the grid goes on
-    (default: the error stops the grid; finished cells stay saved either way).
-    """
-    cfg = config if isinstance(config, GridConfig) else load_config(config)
-    cells = expand(cfg, known_methods, data_root=data_root)
-    grid = cfg.raw.get("grid", {})
-    strict = grid.get("strict", False) if strict is None else strict
-    data_root = data_root or grid.get("data_root")
-    device = device or grid.get("device", "auto")
-    from pace_nb.core.config import resolve_device
-
-    if executor is None:  # an unknown or absent device fails before any cell (Ray workers judge their own)
-        resolve_device(device)
-    preflight.check_memory(cells, data_root, device if executor is None else "cpu")
-    store = store or ResultsStore()
-    status, todo = {}, []
-    for cell in cells:
-        why = _missing_data(cell, data_root)
-        if why and strict:
-            raise MissingDataError(f"{cell.dataset}: {why} (grid is strict; drop the dataset or add its files)")
-        rec = dict(key=cell.key, label=cell.label, status="planned", rows=None, seconds=None)
-        if why:
-            rec.update(status=f"not run: {why}", rows=0)
-        elif store.has(cell.key) or preflight.legacy_done(store, cell):
-            rec.update(status="done")
-        else:
-            todo.append(cell)
-        status[cell.key] = rec
-    report = GridReport(list(status.values()))  # config order; records are updated in place
-    if dry_run:
-        return report
-    reuse = LocalReuse() if executor is None and runner is None else None  # in-process: groups share Local
-    fn = runner or (lambda c, **kw: run_cell(c, data_root=data_root, device=device, progress=False, reuse=reuse, **kw))
-    if executor is not None and hasattr(executor, "bind"):  # Ray: share graphs (runner takes fg=), GPUs
-        executor.bind(data_root=data_root, device=device, share_graphs=runner is None)
-
-    claims = executor is None  # in-process: grids on one store share the work cell by cell
-    provenance(device)  # the checkout's state as this process loaded it (git_state is read once)
-
-    def timed(cell, **kw):
-        claim = None
-        if claims:  # another `pace-nb grid` on this store may have done or be doing this cell
-            claim = None if store.has(cell.key) else store.claim(cell.key)
-            if claim is None or store.has(cell.key):
-                if claim is not None:
-                    claim.release()
-                return cell, (DONE_ELSEWHERE if store.has(cell.key) else RUNNING_ELSEWHERE), 0.0, None, None
-        t0 = time.perf_counter()
-        try:  # provenance is read where the cell runs (a Ray worker's own versions and device)
-            return cell, fn(cell, **kw), time.perf_counter() - t0, claim, provenance(device)
-        except Exception as exc:  # reported per cell with keep_going
-            if claim is not None:
-                claim.release()
-            if not keep_going:
-                raise
-            return cell, f"failed: {type(exc).__name__}: {exc}", time.perf_counter() - t0, None, None
-
-    results = (executor.map if executor is not None else map)(timed, todo)
-    bar = progress_bar(results, enabled=progress, total=len(todo), desc="grid", unit="cell", leave=True)
-    for cell, rows, secs, claim, prov in bar:
-        if isinstance(rows, str):  # failed (keep_going) or another process's cell: nothing is stored here
-            status[cell.key].update(status=rows.splitlines()[0][:300], rows=0, seconds=secs)
-            continue
-        try:
-            store.append(rows, cell_key=cell.key, cell=cell.describe(), seconds=secs, provenance=prov)
-        finally:
-            if claim is not None:
-                claim.release()
-        status[cell.key].update(status="ran", rows=len(rows), seconds=secs)
-        if hasattr(bar, "set_postfix_str"):
-            bar.set_postfix_str(cell.label[:40])
-    return report

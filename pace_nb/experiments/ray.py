@@ -2,7 +2,7 @@
 
 The results store stays the single source of truth.  Workers only *compute*: a task runs
 one cell and returns its rows; the driver writes them (``store.append`` inside
-:func:`pace_nb.experiments.grid.run_grid`), so a cell is committed exactly once, atomically,
+:func:`pace_nb.experiments.runner.run_grid`), so a cell is committed exactly once, atomically,
 and a rerun after an interrupted grid computes only the missing cells.
 
 * **Runtime.** ``address=None`` starts a private local Ray runtime bound to the loopback

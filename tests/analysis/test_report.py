@@ -93,7 +93,8 @@ def test_reading_order_of_stores(tmp_path, monkeypatch):
 
 
 def test_runs_never_write_into_the_shipped_store(tmp_path, monkeypatch):
-    from pace_nb.experiments.grid import parse_config, run_grid
+    from pace_nb.experiments.grid import parse_config
+    from pace_nb.experiments.runner import run_grid
     from pace_nb.methods.registry import METHODS
 
     _fake_repo(tmp_path, monkeypatch)

@@ -200,7 +200,8 @@ def test_cora_given_equals_registered_metis(tmp_path):
 
 
 def test_grid_takes_a_graph_path(demo_metis, tmp_path):
-    from pace_nb.experiments.grid import load_config, run_grid
+    from pace_nb.experiments.grid import load_config
+    from pace_nb.experiments.runner import run_grid
     from pace_nb.experiments.store import ResultsStore
 
     _, path = demo_metis

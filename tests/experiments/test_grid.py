@@ -17,7 +17,8 @@ import pytest
 from fake_results import make_rows
 from pace_nb.cli import main
 from pace_nb.core.errors import ConfigError, MissingDataError
-from pace_nb.experiments.grid import Cell, expand, load_config, parse_config, run_grid
+from pace_nb.experiments.grid import Cell, expand, load_config, parse_config
+from pace_nb.experiments.runner import run_grid
 from pace_nb.experiments.store import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,7 +164,8 @@ SCRIPT = textwrap.dedent("""
     import sys, time
     sys.path[:0] = [{tests!r}, {root!r}]
     from test_grid import fake_runner, GRID, METHODS
-    from pace_nb.experiments.grid import parse_config, run_grid
+    from pace_nb.experiments.grid import parse_config
+    from pace_nb.experiments.runner import run_grid
     from pace_nb.experiments.store import ResultsStore
     def slow(cell):
         time.sleep(0.25)
@@ -268,7 +270,7 @@ def test_two_grids_on_one_store_share_the_cells(tmp_path):
     """Each cell is claimed while computed: two concurrent grids run every cell exactly once."""
     import threading
 
-    from pace_nb.experiments.grid import DONE_ELSEWHERE, RUNNING_ELSEWHERE
+    from pace_nb.experiments.runner import DONE_ELSEWHERE, RUNNING_ELSEWHERE
 
     cfg = parse_config(GRID)
     store = ResultsStore(tmp_path)

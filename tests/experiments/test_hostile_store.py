@@ -16,7 +16,8 @@ from fake_results import make_rows
 from hostile_helpers import cli_error, write_planetoid
 from pace_nb.core.errors import ConfigError, DataCorruptionError
 from pace_nb.data import datasets as D
-from pace_nb.experiments.grid import expand, parse_config, run_grid
+from pace_nb.experiments.grid import expand, parse_config
+from pace_nb.experiments.runner import run_grid
 from pace_nb.experiments.store import ResultsStore, stable_key
 
 CORA = '[grid]\nseeds = [1]\n[[experiment]]\ndatasets = ["Cora"]\nmethods = ["local"]\nclients = [3]\n'

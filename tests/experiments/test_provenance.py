@@ -15,7 +15,8 @@ def test_a_new_cell_manifest_records_every_provenance_field(tmp_path):
     import torch
 
     from pace_nb import __version__
-    from pace_nb.experiments.grid import parse_config, run_grid
+    from pace_nb.experiments.grid import parse_config
+    from pace_nb.experiments.runner import run_grid
     from pace_nb.methods.registry import METHODS
 
     store = ResultsStore(tmp_path / "store")

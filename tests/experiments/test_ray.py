@@ -22,7 +22,8 @@ import torch
 from pace_nb import cli
 from pace_nb.experiments import ray as dist
 from pace_nb.core.errors import ConfigError
-from pace_nb.experiments.grid import expand, parse_config, run_grid
+from pace_nb.experiments.grid import expand, parse_config
+from pace_nb.experiments.runner import run_grid
 from pace_nb.experiments.store import ResultsStore
 
 HAS_RAY = importlib.util.find_spec("ray") is not None

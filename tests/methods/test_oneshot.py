@@ -187,7 +187,8 @@ def test_every_oneshot_method_is_registered_and_repeatable(fg_skew):
 def test_spear_comparison_grid_and_tables(tmp_path, one_thread):
     from pace_nb.analysis import tables as T
     from pace_nb.core.errors import ConfigError
-    from pace_nb.experiments.grid import parse_config, run_grid
+    from pace_nb.experiments.grid import parse_config
+    from pace_nb.experiments.runner import run_grid
     from pace_nb.experiments.store import ResultsStore
 
     text = """

@@ -39,7 +39,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from pace_nb.experiments.grid import load_config, run_grid
+    from pace_nb.experiments.grid import load_config
+    from pace_nb.experiments.runner import run_grid
     from pace_nb.core.io import atomic_write_json
     from pace_nb.core.errors import ConfigError
     from pace_nb.experiments.store import ResultsStore

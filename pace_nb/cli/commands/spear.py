@@ -121,7 +121,7 @@ def section(args, seeds: list[int], dataset: str | None = None) -> dict:
 
 def _compute(cfg, cells, store, args):
     """Run the cells into ``store`` (finished ones are read); warnings become one line each."""
-    from pace_nb.experiments.grid import run_grid
+    from pace_nb.experiments.runner import run_grid
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
