@@ -1,14 +1,14 @@
-"""Experiment grids: TOML/YAML config → validated cells → resumable runs into the results store.
+"""Experiment grids: TOML/YAML config → validated cells (the loop that runs them: :mod:`experiments.runner`).
 
 A *cell* is the unit of work and of storage: (dataset, partition [β], K, data seed, a batch
 of run seeds, a group of methods). One cell is ONE :func:`pace_nb.methods.protocol.run_protocol`
 call, so the batched trainer trains every seed × client of the cell at once; consecutive cells
-of one setting (its method groups) share one Local training (:class:`~pace_nb.experiments.cells.LocalReuse`). SPEAR cells run SPEAR's ablation (and, if asked,
-robustness / efficiency) for a batch of data seeds. Each finished cell is written atomically
-under its stable key; a rerun skips finished cells, so Ctrl-C or ``kill -9`` loses at most the
-cell in flight and never duplicates rows. :func:`expand` + :func:`run_cell` are separate from
-the loop in :func:`pace_nb.experiments.runner.run_grid`, whose ``executor`` (anything with ``map(fn, cells)``, e.g. a
-``concurrent.futures`` or Ray pool wrapper) may run cells elsewhere.
+of one setting (its method groups) share one Local training (:class:`~pace_nb.experiments.cells.LocalReuse`).
+SPEAR cells run SPEAR's ablation (and, if asked, robustness / efficiency) for a batch of data
+seeds. :func:`load_config` / :func:`parse_config` validate a config as a whole (errors name the
+line); :func:`expand` turns it into cells with stable keys, which
+:func:`pace_nb.experiments.runner.run_grid` runs (resumably) and
+:func:`pace_nb.experiments.cells.run_cell` computes.
 """
 from __future__ import annotations
 
@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-
 from pace_nb.core.config import DATA_SEED, PAPER_SEEDS
 from pace_nb.core.errors import ConfigError, PaceNBError
 from pace_nb.core.io import NotRegularFileError, read_regular_bytes
 from pace_nb.experiments import preflight, values as V
 from pace_nb.core.validation import check_seeds, config_keys
-from pace_nb.experiments.cells import Cell, LocalReuse, local_key, pace_params, run_cell  # noqa: F401 (re-exported)
+from pace_nb.experiments.cells import Cell
 from pace_nb.methods.spear.core import SpearConfig
 from pace_nb.nn.training import TrainConfig
 

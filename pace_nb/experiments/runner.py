@@ -4,7 +4,8 @@
 raw files are missing ("not run"), claims each remaining cell (so several ``pace-nb grid``
 processes on one store share the work), computes it with :func:`~pace_nb.experiments.cells.run_cell`
 (or an ``executor``'s ``map``, e.g. Ray) and appends its rows with the provenance of the process
-that computed it.
+that computed it. A rerun skips finished cells, so Ctrl-C or ``kill -9`` loses at most the cells
+in flight and never duplicates rows.
 """
 from __future__ import annotations
 
