@@ -44,8 +44,10 @@ def parts(tmp_path_factory):
     return str(export_partitions(fg, root / "partitions"))
 
 
-def _run(parts, app, settings):
-    return run_inprocess(app, settings, evaluation=str(Path(parts).parent / "evaluator"))
+def _run(parts, app, settings, public=True):
+    """One in-process round; the server holds the federation's public view unless ``public`` is False."""
+    return run_inprocess(app, settings, evaluation=str(Path(parts).parent / "evaluator"),
+                         federation=parts if public else None)
 
 
 def _rows(out, receivers=None):
@@ -129,11 +131,33 @@ def test_invalid_pace_upload_excludes_only_that_client(case, parts, without):
     assert reason in json.loads(out.rows.params.iloc[0])["flower"]["excluded"][0]
 
 
-def test_forged_duplicate_id_excludes_both_claimants(parts, without):
+def test_forged_duplicate_id(parts, without):
+    """With the public view the forger's credential is not client 1's: only the forger is excluded;
+    a server without it cannot tell who is honest and excludes both claimants."""
     out = _run(parts, _app(parts, _report("partition_id", 1), wire.UPLOAD), PACE)
-    pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0, 1)), check_exact=True)
-    assert sorted(d["node_id"] for d in out.dropped) == [1, 2]
-    assert all("also claimed" in d["reason"] for d in out.dropped)
+    pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0)), check_exact=True)
+    (bad,) = out.dropped
+    assert bad["node_id"] == 1 and "not assigned to this node" in bad["reason"]
+    blind = _run(parts, _app(parts, _report("partition_id", 1), wire.UPLOAD), PACE, public=False)
+    assert sorted(d["node_id"] for d in blind.dropped) == [1, 2]
+    assert all("also claimed" in d["reason"] for d in blind.dropped)
+
+
+def test_claim_of_an_unassigned_id_is_refused(parts, without):
+    """Client 2 drops out; client 0 claims id 2. Its claim is refused (its credential is partition 0's),
+    so no rows appear as receiver 2 and the honest rows are those of a run without clients 0 and 2."""
+    real = make_client_app(parts, drop_partitions=(2,))
+
+    def app(message, context):
+        reply = real(message, context)
+        if int(context.node_config["partition-id"]) == 0 and message.metadata.message_type == wire.UPLOAD:
+            reply.content[wire.REPORT]["partition_id"] = 2
+        return reply
+    out = _run(parts, app, PACE)
+    pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0, 2)), check_exact=True)
+    bad = [d for d in out.dropped if d["kind"] == "invalid"]
+    assert len(bad) == 1 and bad[0]["node_id"] == 1 and "partition_id 2 is not assigned" in bad[0]["reason"]
+    assert set(out.rows.receiver) == {1, -1}
 
 
 def test_swapped_id_in_round_two_and_bad_alpha(parts):
