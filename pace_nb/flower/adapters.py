@@ -104,9 +104,12 @@ class Adapter:
         raise ConfigError(f"{self.name} evaluates on the complete graph; its clients receive nothing")
 
     # -- server side
-    def screen(self, data: bytes, num_classes: int) -> Any:
-        """Parse and check one upload (raises :class:`screening.Invalid`) → its parsed form."""
-        return screening.carriers_header(data, self.name, allow_empty=True)
+    def screen(self, data: bytes, num_classes: int, view: screening.PublicView | None = None,
+               partition: int = -1) -> Any:
+        """Parse and check one upload of client ``partition`` (raises :class:`screening.Invalid`)
+        against what the server knows (``view``, when it holds the federation's public facts) →
+        its parsed form."""
+        raise NotImplementedError
 
     def consensus(self, parsed: Any) -> Any:
         """What every honest upload shares (compared with the majority), or None (nothing to compare)."""
@@ -154,8 +157,12 @@ class PaceAdapter(Adapter):
         report.update(alpha=float(alpha), receive_seconds=time.perf_counter() - t0)
         return report
 
-    def screen(self, data, num_classes):
-        return screening.pace_header(data)
+    def screen(self, data, num_classes, view=None, partition=-1):
+        s = self.settings
+        layout = (pace.upload_layout(view.num_features, num_classes, s.hidden, s.pace_config)
+                  if view is not None else None)
+        bounds = pace.upload_bounds(layout, s.epochs, s.lr) if layout is not None else None
+        return screening.pace_header(data, layout, bounds)
 
     def consensus(self, parsed):
         return parsed
@@ -229,8 +236,10 @@ class SpearAdapter(Adapter):
             data = spear.serialize_upload(*spear.class_prototypes(z, client.y, client.train_mask, int(meta["num_classes"])))
         return data, None, {"upload_seconds": time.perf_counter() - t0}
 
-    def screen(self, data, num_classes):
-        return screening.spear_tensors(data, num_classes)
+    def screen(self, data, num_classes, view=None, partition=-1):
+        if view is None:
+            return screening.spear_tensors(data, num_classes)
+        return screening.spear_tensors(data, num_classes, view.num_features, view.num_nodes[partition])
 
     def consensus(self, parsed):
         p, n = parsed
@@ -264,6 +273,15 @@ class OneShotAdapter(Adapter):
         super().__init__(settings)
         self.name = cls.name
         self.method = cls(**settings.method_params)
+
+    def screen(self, data, num_classes, view=None, partition=-1):
+        shapes = self.method.upload_shapes(view.num_features, num_classes) if view is not None else None
+        return screening.carriers_header(data, self.name, allow_empty=True, bound=self.method.max_upload_value,
+                                         shapes=shapes)
+
+    def consensus(self, parsed):
+        """The tensor names and their numbers of dimensions (sizes may depend on a client's data)."""
+        return tuple((n, k, len(s)) for n, k, s, _ in parsed) if parsed else None
 
     def _context(self, view, local=None):
 

@@ -54,12 +54,15 @@ def _toml_value(v) -> str:
     return json.dumps(str(v))
 
 
-def write_app(directory: Path, settings: FlowerSettings, out: Path, evaluation: Path | None = None) -> Path:
+def write_app(directory: Path, settings: FlowerSettings, out: Path, evaluation: Path | None = None,
+              federation: Path | None = None) -> Path:
     """A Flower app project whose components are pace_nb's apps and whose run config is ``settings``
-    (+ ``out``, and ``evaluation``: the evaluator's file of a complete-graph method)."""
+    (+ ``out``, ``evaluation``: the evaluator's file of a complete-graph method, and ``federation``:
+    the folder of the exported ``federation.json``, the server's public view)."""
     directory.mkdir(parents=True, exist_ok=True)
     config = {**{k.replace("_", "-"): v for k, v in settings.to_record().items()}, "out": str(out),
-              **({"evaluation": str(evaluation)} if evaluation is not None else {})}
+              **({"evaluation": str(evaluation)} if evaluation is not None else {}),
+              **({"federation": str(federation)} if federation is not None else {})}
     lines = ['[build-system]', 'requires = ["hatchling"]', 'build-backend = "hatchling.build"', '',
              '[project]', 'name = "pace-nb-flower"', 'version = "1.0.0"', 'dependencies = []', '',
              '[tool.hatch.build.targets.wheel]', 'packages = ["."]', '',
@@ -176,7 +179,10 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
     evaluation = None
     if make_adapter(settings).evaluation == "complete_graph":  # the evaluator's file, for the ServerApp only
         evaluation = export_evaluation(fg, root / "server_evaluation")
-    app = write_app(root / "app", settings, out, evaluation)
+    view = root / "server_view"  # federation.json only: the public facts and credential hashes
+    view.mkdir(exist_ok=True)
+    shutil.copy2(shared / META, view / META)
+    app = write_app(root / "app", settings, out, evaluation, view)
     port = free_port()
     creds = None
     if not insecure:

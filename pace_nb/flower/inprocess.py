@@ -85,16 +85,17 @@ class InProcessGrid:
 
 
 def run_inprocess(client_app, settings: FlowerSettings, *, node_config: dict | None = None, silent=(),
-                  tap=None, run_config: dict | None = None, evaluation=None) -> FlowerOutcome | None:
+                  tap=None, run_config: dict | None = None, evaluation=None, federation=None) -> FlowerOutcome | None:
     """Run the ServerApp against :class:`InProcessGrid` → its outcome (None when it stored none).
     ``evaluation``: the evaluator's file or :class:`~pace_nb.flower.partitions.EvaluationGraph`
-    (complete-graph methods)."""
+    (complete-graph methods); ``federation``: the exported partitions' folder (the server's public view)."""
     from flwr.app import Context, RecordDict
     from flwr.supercore.task_identity import TaskIdentity
 
     holder: list[FlowerOutcome] = []
     grid = InProcessGrid(client_app, settings.num_clients, node_config, silent, tap)
-    app = make_server_app(None if run_config is not None else settings, sink=holder.append, evaluation=evaluation)
+    app = make_server_app(None if run_config is not None else settings, sink=holder.append, evaluation=evaluation,
+                          federation=federation)
     ctx = Context(run_id=RUN_ID, node_id=SERVER_NODE, state=RecordDict(), node_config={},
                   run_config=dict(run_config or {}))
     saved = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)

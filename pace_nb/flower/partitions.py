@@ -3,7 +3,8 @@
 :func:`export_partitions` splits a :class:`~pace_nb.data.federation.FederatedGraph` into
 ``client_<k>.npz`` files (features, labels, local edges, masks, global ids of client k) and
 ``federation.json`` (public facts: dataset, K, C, F, the partition config, a sha256 of each
-client file, and the batched trainer's layout — ``pad_to``, the largest client's node count —
+client file, each client's node count, the sha256 of each client's credential — a random secret
+only its file holds, which binds a partition id to its holder — and the batched trainer's layout — ``pad_to``, the largest client's node count —
 so that one client alone trains bit for bit the W_L it gets in the K-client batch). A SuperNode is pointed at ONE file (``partition-dir`` + ``partition-id``) and
 :func:`load_partition` reads only that file — no data root, no raw dataset, no other client.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +40,23 @@ def export_partitions(fg, directory) -> Path:
     """Write every client's own data to ``directory/client_<k>.npz`` (+ ``federation.json``)."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    digests = []
+    digests: list[str] = []
+    credentials: list[str] = []
     for c in fg.clients:
         x = c.x.to_dense() if c.x.is_sparse else c.x
         arrays = {"global_ids": c.global_ids, "edge_index": c.edge_index, "x": x.float(), "y": c.y,
                   "train_mask": c.train_mask, "val_mask": c.val_mask, "test_mask": c.test_mask}
         path = client_file(out, c.index)
-        atomic_write_npz(path, **{k: v.cpu().numpy() for k, v in arrays.items()})
+        credential = secrets.token_bytes(32)
+        atomic_write_npz(path, **{k: v.cpu().numpy() for k, v in arrays.items()},
+                         credential=np.frombuffer(credential, dtype=np.uint8))
         digests.append(_sha256(path))
+        credentials.append(hashlib.sha256(credential).hexdigest())
     meta = {"format": FORMAT, "dataset": fg.dataset, "num_clients": fg.num_clients,
             "num_classes": int(fg.num_classes), "num_features": int(fg.num_features),
             "config": dict(fg.config), "sha256": digests,
-            "pad_to": max(c.num_nodes for c in fg.clients)}
+            "pad_to": max(c.num_nodes for c in fg.clients),
+            "num_nodes": [int(c.num_nodes) for c in fg.clients], "credentials": credentials}
     atomic_write_json(out / META, meta)
     return out
 
@@ -81,6 +88,7 @@ def load_partition(directory, k: int) -> tuple[ClientGraph, dict[str, Any]]:
         raise DataCorruptionError(f"client partition file {path} does not match its checksum")
     with np.load(path, allow_pickle=False) as z:
         t = {name: torch.from_numpy(z[name].copy()) for name in _ARRAYS}
+        meta["credential"] = z["credential"].tobytes() if "credential" in z.files else b""
     client = ClientGraph(index=int(k), **t)
     return client, meta
 

@@ -1,17 +1,22 @@
 """What the server checks in every client message before using it: it trusts no client.
 
 Identity is the node the server addressed: a node's partition id is bound once, from its
-upload report (an integer in ``[0, K)`` that no other node claims), and every later message of
-that node must agree with it. Every field is checked for type, shape and finiteness, payload
-sizes before any parsing. A failed check raises :class:`Invalid` with the reason; the server
+upload report (an integer in ``[0, K)`` that no other node claims and, when the server holds the
+federation's :class:`PublicView`, whose credential matches the one assigned to that partition),
+and every later message of that node must agree with it. Every field is checked for type, shape,
+finiteness and magnitude against what the server knows (the public view: F, C, each client's node
+count; each method's declared upload layout and bounds), payload sizes before any parsing. A failed check raises :class:`Invalid` with the reason; the server
 excludes that client (reported beside the dropped ones) and runs on with the others.
 Pure functions; no Flower import.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 from collections import Counter
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 import torch
 
@@ -20,6 +25,10 @@ from pace_nb.methods.pace import lowrank
 
 #: Most classes a report may declare (the confusion matrices it sends are C × C).
 MAX_CLASSES = 4096
+#: Most test nodes a report may declare when the server knows no node counts (no public view).
+MAX_TEST_NODES = 1 << 24
+#: Longest upload header (PACE's wire format) parsed at all.
+MAX_HEADER_BYTES = 1 << 20
 #: Federation fields a client's upload carries, and their types.
 FEDERATION_FIELDS = {"dataset": str, "scheme": str, "seed": int, "num_clients": int, "num_features": int}
 
@@ -72,6 +81,47 @@ def federation(fed: Any) -> tuple:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class PublicView:
+    """What the server knows of the federation before any upload (``federation.json``, no data):
+    its facts, each client's node count and the sha256 of each partition's credential."""
+
+    federation: tuple
+    num_classes: int
+    num_nodes: tuple[int, ...]
+    credentials: tuple[str, ...]
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> "PublicView":
+        cfg = meta.get("config") or {}
+        fed = (meta["dataset"], str(cfg.get("scheme", "")), int(cfg.get("seed", -1)), int(meta["num_clients"]),
+               int(meta["num_features"]))
+        nodes, creds = tuple(meta.get("num_nodes") or ()), tuple(meta.get("credentials") or ())
+        if len(nodes) != fed[3] or len(creds) != fed[3]:
+            raise ValueError("federation.json lacks the clients' node counts or credentials (export it again)")
+        return cls(fed, int(meta["num_classes"]), tuple(int(n) for n in nodes), tuple(str(c) for c in creds))
+
+    @property
+    def num_features(self) -> int:
+        return int(self.federation[4])
+
+
+def credential(fed: Any, pid: int, view: PublicView) -> None:
+    """The upload's credential must be the one assigned to partition ``pid`` (a claim of an id
+    that is not the node's is refused)."""
+    token = fed.get("credential") if isinstance(fed, dict) else None
+    if not isinstance(token, bytes) or not hmac.compare_digest(hashlib.sha256(token).hexdigest(),
+                                                               view.credentials[pid]):
+        raise Invalid(f"partition_id {pid} is not assigned to this node (its credential does not match)")
+
+
+def public_facts(fed: tuple, num_classes: int, view: PublicView) -> None:
+    """An upload's federation facts and class count must be the public view's."""
+    if fed != view.federation or num_classes != view.num_classes:
+        raise Invalid(f"federation {fed} with num_classes {num_classes} is not the server's {view.federation} "
+                      f"with {view.num_classes}")
+
+
 def payload(data: Any, limit: int) -> bytes:
     """Upload bytes, refused above ``limit`` before any parsing."""
     if not isinstance(data, bytes):
@@ -81,44 +131,109 @@ def payload(data: Any, limit: int) -> bytes:
     return data
 
 
-def carriers_header(data: bytes, method: str, allow_empty: bool = False) -> tuple:
-    """Parse an upload in PACE's wire format (PACE, every one-shot baseline) and check every
-    tensor is finite → its header (name, kind, shape, rank); ``()`` for an allowed empty upload."""
+def _malformed(method: str, exc: Exception) -> "Invalid":
+    return Invalid(f"malformed {method} upload ({type(exc).__name__}: {str(exc)[:120]})")
+
+
+def header(data: bytes, method: str) -> list:
+    """The header entries of an upload in PACE's wire format, and the upload's size checked
+    against them, before any payload is decoded."""
+    try:
+        entries, _ = lowrank.read_header(data, MAX_HEADER_BYTES)
+        if not all(isinstance(e, list) and len(e) == 4 and isinstance(e[0], str) for e in entries):
+            raise ValueError("header entries are not [name, kind, shape, rank]")
+        names = [e[0] for e in entries]
+        if len(set(names)) != len(names):
+            raise ValueError("a tensor name appears twice")
+        size = lowrank.message_size(entries)
+    except Exception as exc:
+        raise _malformed(method, exc) from None
+    if size != len(data):
+        raise Invalid(f"{method} upload is {len(data)} bytes; its header describes {size}")
+    return entries
+
+
+def carriers(data: bytes, method: str, bounds: Mapping[str, list[tuple[float, float]]] | float) -> dict:
+    """Decode an upload whose header was checked → its carriers, every tensor finite and within
+    ``bounds`` (per carrier, a (low, high) per wire tensor; or one magnitude for all)."""
+    try:
+        out = lowrank.deserialize(data)
+    except Exception as exc:
+        raise _malformed(method, exc) from None
+    if not out:
+        raise Invalid(f"empty {method} upload")
+    for name, c in out.items():
+        for i, t in enumerate(c.tensors()):
+            if not bool(torch.isfinite(t).all()):
+                raise Invalid(f"{method} upload tensor {name} holds NaN/inf")
+            lo, hi = (-bounds, bounds) if isinstance(bounds, (int, float)) else bounds[name][i]
+            if t.numel() and (float(t.min()) < lo or float(t.max()) > hi):
+                raise Invalid(f"{method} upload tensor {name} has values in [{float(t.min()):.3g}, {float(t.max()):.3g}], "
+                              f"outside what a real client sends [{lo:.3g}, {hi:.3g}]")
+    return out
+
+
+def carriers_header(data: bytes, method: str, allow_empty: bool = False, bound: float = math.inf,
+                    shapes: Mapping[str, tuple] | None = None) -> tuple:
+    """A one-shot upload in PACE's wire format: header and size (:func:`header`), the tensors the
+    method declares (``shapes``: name → shape, ``None`` a free size), then every tensor finite and
+    within ``bound`` → its header (name, kind, shape, rank); ``()`` for an allowed empty upload."""
     if allow_empty and not data:
         return ()
+    entries = header(data, method)
+    if any(kind != "dense" for _, kind, _, _ in entries):
+        raise Invalid(f"{method} upload holds a carrier that is not dense")
+    if shapes is not None:
+        got = {n: tuple(s) for n, _, s, _ in entries}
+        bad = [f"{n} {got.get(n)} (expected {tuple('*' if d is None else d for d in want)})"
+               for n, want in shapes.items()
+               if n not in got or len(got[n]) != len(want) or any(d is not None and d != g for d, g in zip(want, got[n]))]
+        bad += [f"unexpected {n}" for n in got if n not in shapes]
+        if bad:
+            raise Invalid(f"{method} upload tensors differ from what the method sends: {'; '.join(bad)[:300]}")
+    carriers(data, method, bound)
+    return tuple((n, k, tuple(s), r) for n, k, s, r in entries)
+
+
+def pace_header(data: bytes, layout: list | None = None, bounds: Mapping | None = None) -> tuple:
+    """A PACE upload: its header must be ``layout`` (:func:`~pace_nb.methods.pace.protocol.upload_layout`,
+    derived from the public facts) and its size the header's, before any payload is decoded; then every
+    tensor finite and within ``bounds`` (:func:`~pace_nb.methods.pace.protocol.upload_bounds`)."""
+    entries = header(data, "PACE")
+    if layout is not None and entries != layout:
+        got, want = {e[0]: e[1:] for e in entries}, {e[0]: e[1:] for e in layout}
+        diff = ([f"{n} {got.get(n)} (expected {w})" for n, w in want.items() if got.get(n) != w]
+                + [f"unexpected {n}" for n in got if n not in want]) or ["tensor order"]
+        raise Invalid(f"PACE upload layout differs from the federation's: {'; '.join(diff)[:300]}")
+    carriers(data, "PACE", bounds if bounds is not None else math.inf)
+    return tuple((n, k, tuple(s), r) for n, k, s, r in entries)
+
+
+def spear_tensors(data: bytes, num_classes: int, num_features: int | None = None,
+                  max_count: int = MAX_TEST_NODES) -> tuple[torch.Tensor, torch.Tensor]:
+    """Parse a SPEAR upload (members, integer counts and shapes from the headers first) → ``(p [C, F], n [C])``:
+    prototypes finite with L2 norm at most :data:`~pace_nb.methods.spear.core.MAX_PROTOTYPE_NORM`,
+    counts summing to at most ``max_count`` (the client's node count)."""
+    from pace_nb.methods.spear.core import MAX_PROTOTYPE_NORM
+
     try:
-        carriers = lowrank.deserialize(data)
+        p, n = wire.spear_upload_tensors(data, num_classes, num_features)
     except Exception as exc:
-        raise Invalid(f"malformed {method} upload ({type(exc).__name__}: {str(exc)[:120]})") from None
-    if not carriers:
-        raise Invalid(f"empty {method} upload")
-    for name, c in carriers.items():
-        for t in (c.dense, c.left, c.right):
-            if t is not None and not bool(torch.isfinite(t).all()):
-                raise Invalid(f"{method} upload tensor {name} holds NaN/inf")
-    return tuple((n, c.kind, tuple(c.shape), c.rank) for n, c in carriers.items())
-
-
-def pace_header(data: bytes) -> tuple:
-    """A PACE upload's header (:func:`carriers_header`; an empty upload is invalid)."""
-    return carriers_header(data, "PACE")
-
-
-def spear_tensors(data: bytes, num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Parse a SPEAR upload: finite prototypes, counts → ``(p [C, F], n [C])``."""
-    try:
-        p, n = wire.spear_upload_tensors(data, num_classes)
-    except Exception as exc:
-        raise Invalid(f"malformed SPEAR upload ({type(exc).__name__}: {str(exc)[:120]})") from None
+        raise _malformed("SPEAR", exc) from None
     if not bool(torch.isfinite(p).all()):
         raise Invalid("SPEAR prototypes hold NaN/inf")
-    if bool((n > 2**40).any()):
-        raise Invalid("SPEAR class counts are implausibly large")
+    norm = float(p.norm(dim=1).max()) if p.numel() else 0.0
+    if norm > MAX_PROTOTYPE_NORM * (1 + 1e-4):
+        raise Invalid(f"a SPEAR prototype has L2 norm {norm:.3g}; a prototype of unit-norm rows has at most "
+                      f"{MAX_PROTOTYPE_NORM:g}")
+    if int(n.sum()) > max_count:
+        raise Invalid(f"SPEAR class counts sum to {int(n.sum())}, above the client's {max_count} nodes")
     return p, n
 
 
-def final_report(report: Any, bound: int, num_classes: int, has_local: bool) -> dict:
-    """A receive report: same partition id as the node's upload, count matrices, α in [0, 1]."""
+def final_report(report: Any, bound: int, num_classes: int, has_local: bool, max_test: int = MAX_TEST_NODES) -> dict:
+    """A receive report: same partition id as the node's upload, ``n_test`` at most ``max_test``
+    (the client's node count) before any count is expanded, count matrices, α in [0, 1]."""
     if not isinstance(report, dict):
         raise Invalid("the reply carries no report")
     if report.get("partition_id") != bound:
@@ -129,6 +244,8 @@ def final_report(report: Any, bound: int, num_classes: int, has_local: bool) -> 
         raise Invalid(str(exc)) from None
     if isinstance(out["n_test"], bool):
         raise Invalid("n_test is not a count")
+    if out["n_test"] > max_test:
+        raise Invalid(f"n_test = {out['n_test']} is above the client's {max_test} nodes")
     if has_local:
         rows = {key: tuple(sum(out[key][i * num_classes:(i + 1) * num_classes]) for i in range(num_classes))
                 for key in wire.REPORT_KEYS[2:]}

@@ -149,20 +149,27 @@ def _keep_majority(replies: list[Reply], key: Callable[[Reply], Any], what: str,
     return [r for r in replies if key(r) == want]
 
 
-def admit_uploads(ups: list[Reply], settings: FlowerSettings, adapter: Adapter | None = None
-                  ) -> tuple[list[Reply], list[dict], int, dict]:
+def admit_uploads(ups: list[Reply], settings: FlowerSettings, adapter: Adapter | None = None,
+                  view: screening.PublicView | None = None) -> tuple[list[Reply], list[dict], int, dict]:
     """Checked uploads → (admitted, excluded, num_classes, federation). Identity: a node's claimed
-    partition id must be valid and claimed by no other node; every field is typed and bounded;
-    the payload's size is checked before it is parsed (by the method's adapter, which also checks
-    every tensor); federation facts, class counts and what the method's uploads share must agree
-    with the majority."""
+    partition id must be valid, claimed by no other node and, with the federation's public
+    ``view``, proven by that partition's credential; every field is typed and bounded, the
+    federation facts and class count are the view's; the payload's size is checked before it is
+    parsed (by the method's adapter, which checks its layout and every tensor's magnitude against
+    the view); federation facts, class counts and what the method's uploads share must agree with
+    the majority."""
     adapter = adapter or make_adapter(settings)
     stage, excluded, kept = wire.UPLOAD, [], []
     for r in ups:
         try:
             pid = screening.partition_id(r.report, settings.num_clients)
+            if view is not None:
+                screening.credential(r.federation, pid, view)
             r.report["num_classes"] = screening.upload_report(r.report)
-            r.federation = dict(zip(screening.FEDERATION_FIELDS, screening.federation(r.federation)))
+            fed = screening.federation(r.federation)
+            if view is not None:
+                screening.public_facts(fed, r.report["num_classes"], view)
+            r.federation = dict(zip(screening.FEDERATION_FIELDS, fed))
             screening.payload(r.payload, settings.max_upload_bytes)
         except screening.Invalid as exc:
             excluded.append(_exclude(r, stage, exc))
@@ -181,7 +188,7 @@ def admit_uploads(ups: list[Reply], settings: FlowerSettings, adapter: Adapter |
     unparsed = set()
     for r in kept:
         try:
-            r.parsed = adapter.screen(r.payload, c)
+            r.parsed = adapter.screen(r.payload, c, view, r.partition_id)
         except screening.Invalid as exc:
             excluded.append(_exclude(r, stage, exc))
             unparsed.add(r.node_id)
@@ -192,14 +199,18 @@ def admit_uploads(ups: list[Reply], settings: FlowerSettings, adapter: Adapter |
     return kept, excluded, c, (kept[0].federation if kept else {})
 
 
-def _reports(reps: list[Reply], ups: list[Reply], c: int) -> tuple[list[Reply], list[dict]]:
-    """Receive reports checked against each node's bound partition id → (valid, excluded)."""
+def _reports(reps: list[Reply], ups: list[Reply], c: int, view: screening.PublicView | None = None
+             ) -> tuple[list[Reply], list[dict]]:
+    """Receive reports checked against each node's bound partition id and, with the public
+    ``view``, its node count → (valid, excluded)."""
     bound = {r.node_id: r.partition_id for r in ups}
     stage, good, excluded = wire.RECEIVE, [], []
     for r in reps:
         r.partition_id = bound[r.node_id]
         try:
-            r.report = screening.final_report(r.report, r.partition_id, c, has_local=True)
+            r.report = screening.final_report(r.report, r.partition_id, c, has_local=True,
+                                              max_test=view.num_nodes[r.partition_id] if view is not None
+                                              else screening.MAX_TEST_NODES)
         except screening.Invalid as exc:
             excluded.append(_exclude(r, stage, exc))
             continue
@@ -231,9 +242,13 @@ def check_evaluation(evaluation, fed: dict, num_classes: int) -> None:
                           + ", ".join(f"{k} {a!r} (evaluator) vs {b!r} (clients)" for k, (a, b) in diff.items()))
 
 
-def run_round(grid, settings: FlowerSettings, evaluation=None) -> FlowerOutcome:
+def run_round(grid, settings: FlowerSettings, evaluation=None, view: screening.PublicView | None = None
+              ) -> FlowerOutcome:
     """The whole one-shot round on a Flower ``Grid`` (module docstring). ``evaluation``: the
-    :class:`~pace_nb.flower.partitions.EvaluationGraph` of a complete-graph method."""
+    :class:`~pace_nb.flower.partitions.EvaluationGraph` of a complete-graph method; ``view``: the
+    federation's public facts (``federation.json``), which bind partition ids to credentials and
+    bound every upload and report (without it, ids are bound by claim and only the majority and
+    generic bounds apply)."""
     adapter = make_adapter(settings)
     if adapter.evaluation == "complete_graph" and evaluation is None:
         raise ConfigError(f"{settings.method} is evaluated on the complete graph (the papers' protocol): give the "
@@ -242,7 +257,7 @@ def run_round(grid, settings: FlowerSettings, evaluation=None) -> FlowerOutcome:
     nodes = wait_for_nodes(grid, settings)
     t["nodes"] = time.perf_counter()
     ups, dropped, sent_up = exchange(grid, settings, wire.UPLOAD, nodes)
-    ups, excluded, c, fed = admit_uploads(ups, settings, adapter)
+    ups, excluded, c, fed = admit_uploads(ups, settings, adapter, view)
     t["uploads"] = time.perf_counter()
     if len(ups) < settings.min_clients:
         raise ConfigError(f"only {len(ups)} valid upload(s) (need {settings.min_clients}); {_reasons(dropped + excluded)}")
@@ -256,7 +271,7 @@ def run_round(grid, settings: FlowerSettings, evaluation=None) -> FlowerOutcome:
     if phase.returns is not None:
         by_node = {r.node_id: b for r, b in zip(ups, phase.returns)}
         reps, dropped2, sent_down = exchange(grid, settings, wire.RECEIVE, [r.node_id for r in ups], by_node, group="2")
-        reps, excluded2 = _reports(reps, ups, c)
+        reps, excluded2 = _reports(reps, ups, c, view)
         dropped, excluded = dropped + dropped2, excluded + excluded2
         if not reps:
             raise ConfigError(f"no client returned a valid report; {_reasons(dropped + excluded)}")
@@ -294,13 +309,26 @@ def run_round(grid, settings: FlowerSettings, evaluation=None) -> FlowerOutcome:
     return FlowerOutcome(rows[list(COLUMNS)], wire_rows, dropped, timings, settings.to_record())
 
 
+def public_view(source) -> screening.PublicView:
+    """The :class:`~pace_nb.flower.screening.PublicView` of an exported federation (its folder)."""
+    if isinstance(source, screening.PublicView):
+        return source
+    from pace_nb.flower.partitions import read_meta
+
+    try:
+        return screening.PublicView.from_meta(read_meta(source))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: not a federation the server can screen with ({exc})") from None
+
+
 def make_server_app(settings: FlowerSettings | None = None, sink: Callable[[FlowerOutcome], None] | None = None,
-                    evaluation=None):
+                    evaluation=None, federation=None):
     """A ``ServerApp`` running :func:`run_round`. Settings: ``settings`` or the run config
     (``flwr run --run-config``); an ``out`` run-config key names a JSON file for the outcome,
     written atomically after the round succeeded; ``evaluation`` (or that run-config key) is the
     evaluator's file (or its :class:`~pace_nb.flower.partitions.EvaluationGraph`) that
-    complete-graph methods need, read only by them."""
+    complete-graph methods need, read only by them; ``federation`` (or that run-config key) is
+    the folder of the exported ``federation.json``, the public view the server screens with."""
     from flwr.serverapp import ServerApp
 
     app = ServerApp()
@@ -311,7 +339,10 @@ def make_server_app(settings: FlowerSettings | None = None, sink: Callable[[Flow
         out = run_config.pop("out", "")
         source = evaluation if evaluation is not None else run_config.pop("evaluation", "") or None
         run_config.pop("evaluation", None)
+        public = federation if federation is not None else run_config.pop("federation", "") or None
+        run_config.pop("federation", None)
         s = settings or FlowerSettings.from_mapping(run_config)
+        view = public_view(public) if public is not None else None
         ev = source
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
             ev = None
@@ -319,7 +350,7 @@ def make_server_app(settings: FlowerSettings | None = None, sink: Callable[[Flow
                 from pace_nb.flower.partitions import load_evaluation
 
                 ev = load_evaluation(source)
-        outcome = run_round(grid, s, ev)
+        outcome = run_round(grid, s, ev, view)
         if sink is not None:
             sink(outcome)
         if out:

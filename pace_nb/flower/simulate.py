@@ -49,7 +49,8 @@ def simulate(fg, settings: FlowerSettings, *, partition_dir=None, num_cpus: int 
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            run_simulation(server_app=make_server_app(settings, sink=holder.append, evaluation=str(evaluation)),
+            run_simulation(server_app=make_server_app(settings, sink=holder.append, evaluation=str(evaluation),
+                                                      federation=str(directory)),
                            client_app=make_client_app(str(directory), drop_partitions),
                            num_supernodes=fg.num_clients, backend_config=backend, verbose_logging=verbose)
         total = time.perf_counter() - t0

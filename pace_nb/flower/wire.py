@@ -43,18 +43,52 @@ def blob(record) -> bytes:
     return value
 
 
-def spear_upload_tensors(data: bytes, num_classes: int) -> tuple[Tensor, Tensor]:
+def _npz_members(data: bytes, members: dict[str, str]) -> dict[str, tuple]:
+    """The shapes of an NPZ's arrays from their headers alone, each of the declared dtype; exactly
+    the declared members (nothing is decompressed or read beyond the headers)."""
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        names = sorted(zf.namelist())
+        if names != sorted(f"{m}.npy" for m in members):
+            raise DataCorruptionError(f"members {names[:8]} are not {sorted(members)}")
+        shapes = {}
+        for m, dtype in members.items():
+            with zf.open(f"{m}.npy") as f:
+                version = np.lib.format.read_magic(f)
+                read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                shape, fortran, dt = read(f)  # the header only
+            if dt.str != dtype or fortran:
+                raise DataCorruptionError(f"{m} is {dt.str}{' (Fortran order)' if fortran else ''}, not {dtype}")
+            shapes[m] = tuple(shape)
+    return shapes
+
+
+def spear_upload_tensors(data: bytes, num_classes: int, num_features: int | None = None) -> tuple[Tensor, Tensor]:
     """Parse a SPEAR upload into ``(p [C, F] float32, n [C] long)``; absent classes zero.
-    An empty upload (a client holding no class) is ``(p [C, 0], n = 0)``."""
+    An empty upload (a client holding no class) is ``(p [C, 0], n = 0)``. The members, their
+    dtypes (:data:`~pace_nb.methods.spear.core.UPLOAD_MEMBERS`: integer counts) and shapes (at most
+    C classes, ``num_features`` wide when given) are checked from the headers before any array is read."""
+    from pace_nb.methods.spear.core import UPLOAD_MEMBERS
+
     if not data:
         return torch.zeros(num_classes, 0), torch.zeros(num_classes, dtype=torch.long)
+    try:
+        shapes = _npz_members(data, UPLOAD_MEMBERS)
+    except Exception as exc:  # any parse failure is a corrupt message
+        raise DataCorruptionError(f"corrupt SPEAR upload: {exc}") from None
+    m = shapes["classes"][0] if len(shapes["classes"]) == 1 else -1
+    width = shapes["prototypes"][1] if len(shapes["prototypes"]) == 2 else -1
+    if (not 0 <= m <= num_classes or shapes["counts"] != (m,) or shapes["prototypes"] != (m, width)
+            or (num_features is not None and width != num_features)):
+        raise DataCorruptionError(f"malformed SPEAR upload: shapes {shapes} for {num_classes} classes"
+                                  + (f" and {num_features} features" if num_features is not None else ""))
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             classes, counts, protos = z["classes"], z["counts"], z["prototypes"]
     except Exception as exc:  # any parse failure is a corrupt message
         raise DataCorruptionError(f"corrupt SPEAR upload: {exc}") from None
-    if (classes.ndim != 1 or counts.shape != classes.shape or protos.ndim != 2
-            or protos.shape[0] != classes.size or (classes.size and (classes.min() < 0 or classes.max() >= num_classes))
+    if ((classes.size and (classes.min() < 0 or classes.max() >= num_classes))
             or np.unique(classes).size != classes.size or (counts < 0).any()):
         raise DataCorruptionError("malformed SPEAR upload: classes, counts and prototypes disagree")
     p = torch.zeros(num_classes, protos.shape[1], dtype=torch.float32)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 flwr = pytest.importorskip("flwr")
 
@@ -44,8 +45,10 @@ def parts(tmp_path_factory):
     return str(export_partitions(fg, root / "partitions"))
 
 
-def _run(parts, app, settings):
-    return run_inprocess(app, settings, evaluation=str(Path(parts).parent / "evaluator"))
+def _run(parts, app, settings, public=True):
+    """One in-process round; the server holds the federation's public view unless ``public`` is False."""
+    return run_inprocess(app, settings, evaluation=str(Path(parts).parent / "evaluator"),
+                         federation=parts if public else None)
 
 
 def _rows(out, receivers=None):
@@ -92,6 +95,25 @@ def _nan_pace(c):
     c[wire.PAYLOAD] = ConfigRecord({wire.BLOB: lowrank.serialize(carriers)})
 
 
+def _carriers(edit):
+    """Rewrite client 0's PACE-wire-format upload: ``edit(tensors)`` on its decoded tensors."""
+    def mutate(c):
+        tensors = lowrank.reconstruct(lowrank.deserialize(wire.blob(c[wire.PAYLOAD])))
+        edit(tensors)
+        c[wire.PAYLOAD] = ConfigRecord({wire.BLOB: lowrank.serialize(lowrank.dense_carriers(tensors))})
+    return mutate
+
+
+def _pace_scaled(value):
+    """Every entry of client 0's ΔW₁ carriers set to ``value`` (finite, same layout)."""
+    def mutate(c):
+        carriers = lowrank.deserialize(wire.blob(c[wire.PAYLOAD]))
+        for t in carriers["delta/conv1.weight"].tensors():
+            t.fill_(value)
+        c[wire.PAYLOAD] = ConfigRecord({wire.BLOB: lowrank.serialize(carriers)})
+    return mutate
+
+
 def _header(entries) -> bytes:
     head = json.dumps(entries).encode()
     return lowrank.MAGIC + struct.pack("<I", len(head)) + head
@@ -110,6 +132,11 @@ UPLOAD_CASES = {
     "num_classes wrong": (_report("num_classes", 7), "num_classes"),
     "federation forged": (lambda c: c[wire.CONFIG].__setitem__("dataset", "Cora"), "federation"),
     "oversized": (None, "above the limit"),  # one byte above the honest clients' largest upload
+    "carriers 1e30": (_pace_scaled(1e30), "outside what a real client sends"),
+    "3 features wider": (_carriers(lambda t: t.__setitem__("delta/conv1.weight", torch.zeros(64, 603))),
+                         "layout differs"),
+    "header describes 4 TB": (_payload(_header([["delta/conv1.weight", "dense", [1 << 20, 1 << 20], 0]])),
+                              "its header describes"),
 }
 
 
@@ -129,11 +156,33 @@ def test_invalid_pace_upload_excludes_only_that_client(case, parts, without):
     assert reason in json.loads(out.rows.params.iloc[0])["flower"]["excluded"][0]
 
 
-def test_forged_duplicate_id_excludes_both_claimants(parts, without):
+def test_forged_duplicate_id(parts, without):
+    """With the public view the forger's credential is not client 1's: only the forger is excluded;
+    a server without it cannot tell who is honest and excludes both claimants."""
     out = _run(parts, _app(parts, _report("partition_id", 1), wire.UPLOAD), PACE)
-    pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0, 1)), check_exact=True)
-    assert sorted(d["node_id"] for d in out.dropped) == [1, 2]
-    assert all("also claimed" in d["reason"] for d in out.dropped)
+    pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0)), check_exact=True)
+    (bad,) = out.dropped
+    assert bad["node_id"] == 1 and "not assigned to this node" in bad["reason"]
+    blind = _run(parts, _app(parts, _report("partition_id", 1), wire.UPLOAD), PACE, public=False)
+    assert sorted(d["node_id"] for d in blind.dropped) == [1, 2]
+    assert all("also claimed" in d["reason"] for d in blind.dropped)
+
+
+def test_claim_of_an_unassigned_id_is_refused(parts, without):
+    """Client 2 drops out; client 0 claims id 2. Its claim is refused (its credential is partition 0's),
+    so no rows appear as receiver 2 and the honest rows are those of a run without clients 0 and 2."""
+    real = make_client_app(parts, drop_partitions=(2,))
+
+    def app(message, context):
+        reply = real(message, context)
+        if int(context.node_config["partition-id"]) == 0 and message.metadata.message_type == wire.UPLOAD:
+            reply.content[wire.REPORT]["partition_id"] = 2
+        return reply
+    out = _run(parts, app, PACE)
+    pd.testing.assert_frame_equal(_rows(out), _rows(without(PACE, 0, 2)), check_exact=True)
+    bad = [d for d in out.dropped if d["kind"] == "invalid"]
+    assert len(bad) == 1 and bad[0]["node_id"] == 1 and "partition_id 2 is not assigned" in bad[0]["reason"]
+    assert set(out.rows.receiver) == {1, -1}
 
 
 def test_swapped_id_in_round_two_and_bad_alpha(parts):
@@ -155,10 +204,57 @@ def _nan_spear(c):
     c[wire.PAYLOAD] = ConfigRecord({wire.BLOB: buf.getvalue()})
 
 
-def test_spear_nan_prototypes_excluded(parts, without):
-    out = _run(parts, _app(parts, _nan_spear, wire.UPLOAD), SPEAR)
+def _spear(edit):
+    """Rewrite client 0's SPEAR upload: ``edit(arrays)`` on its NPZ arrays."""
+    def mutate(c):
+        with np.load(io.BytesIO(wire.blob(c[wire.PAYLOAD])), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        edit(arrays)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        c[wire.PAYLOAD] = ConfigRecord({wire.BLOB: buf.getvalue()})
+    return mutate
+
+
+SPEAR_CASES = {
+    "NaN prototypes": (_nan_spear, "NaN"),
+    "prototypes 3e38": (_spear(lambda a: a["prototypes"].fill(3e38)), "L2 norm"),
+    "counts 2^31-1": (_spear(lambda a: a["counts"].fill(2**31 - 1)), "above the client's"),
+    "fractional counts": (_spear(lambda a: a.__setitem__("counts", a["counts"] + 0.5)), "not <i4"),
+    "prototypes 3 wider": (_spear(lambda a: a.__setitem__("prototypes", np.pad(a["prototypes"], ((0, 0), (0, 3))))),
+                           "malformed SPEAR upload"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPEAR_CASES))
+def test_invalid_spear_upload_excludes_only_that_client(case, parts, without):
+    mutate, reason = SPEAR_CASES[case]
+    out = _run(parts, _app(parts, mutate, wire.UPLOAD), SPEAR)
     pd.testing.assert_frame_equal(_rows(out), _rows(without(SPEAR, 0)), check_exact=True)
-    assert len(out.dropped) == 1 and "NaN" in out.dropped[0]["reason"] and "node 1" in out.dropped[0]["reason"]
+    assert len(out.dropped) == 1 and reason in out.dropped[0]["reason"] and "node 1" in out.dropped[0]["reason"]
+
+
+def _forged_counts(n):
+    """Client 0's receive report: consistent all-correct confusion matrices over ``n`` test nodes."""
+    def mutate(c):
+        rep = c[wire.REPORT]
+        matrix = [n] + [0] * (len(rep["confusion_final"]) - 1)
+        for key in ("confusion_final", "confusion_local", "confusion_external"):
+            rep[key] = matrix
+        rep["n_test"] = n
+    return mutate
+
+
+@pytest.mark.parametrize("n", [10**6, 2**34])
+def test_forged_test_counts_are_bounded_by_the_clients_nodes(n, parts):
+    """A receiver claiming more test nodes than it holds is excluded (no pooled number dominated, no
+    allocation of 2^34 pairs); its upload was valid, so the others' rows are the honest run's."""
+    honest = _run(parts, make_client_app(parts), PACE)
+    out = _run(parts, _app(parts, _forged_counts(n), wire.RECEIVE), PACE)
+    pd.testing.assert_frame_equal(_rows(out, [1, 2]), _rows(honest, [1, 2]), check_exact=True)
+    assert set(out.rows.receiver) == {1, 2, -1}
+    (bad,) = out.dropped
+    assert f"n_test = {n} is above the client's" in bad["reason"] and "client 0" in bad["reason"]
 
 
 def test_nothing_valid_is_a_clear_error(parts):
@@ -185,6 +281,10 @@ ONESHOT_CASES = {
     "NaN tensor": (_nan_pace, "holds NaN/inf"),
     "partition_id 99": (_report("partition_id", 99), "partition_id = 99"),
     "oversized": (None, "above the limit"),
+    "values 3e38": (_carriers(lambda t: t["codewords"].fill_(3e38)), "outside what a real client sends"),
+    "3 features wider": (_carriers(lambda t: t.__setitem__("codewords", torch.nn.functional.pad(t["codewords"], (0, 3)))),
+                         "differ from what the method sends"),
+    "a key missing": (_carriers(lambda t: t.pop("label_counts")), "label_counts None"),
 }
 
 

@@ -120,7 +120,7 @@ def _export(fg, settings, args) -> int:
     evaluation = None
     if make_adapter(settings).evaluation == "complete_graph":
         evaluation = export_evaluation(fg, root / "evaluator").resolve()
-    app = write_app(root / "app", settings, (root / "outcome.json").resolve(), evaluation)
+    app = write_app(root / "app", settings, (root / "outcome.json").resolve(), evaluation, parts.resolve())
     print(f"wrote {fg.num_clients} client partition files to {parts} (give data holder k only client_<k>.npz "
           f"and federation.json) and the Flower app project to {app}"
           + (f"; the ServerApp's evaluator file (the complete graph) to {evaluation}" if evaluation else ""))
@@ -190,8 +190,9 @@ def run(args) -> int:
         from pace_nb.flower.partitions import export_evaluation, export_partitions
 
         with tempfile.TemporaryDirectory() as tmp:
-            out = run_inprocess(make_client_app(str(export_partitions(fg, Path(tmp) / "partitions")), drop), settings,
-                                evaluation=export_evaluation(fg, Path(tmp) / "evaluator"))
+            parts = str(export_partitions(fg, Path(tmp) / "partitions"))
+            out = run_inprocess(make_client_app(parts, drop), settings,
+                                evaluation=export_evaluation(fg, Path(tmp) / "evaluator"), federation=parts)
     if out is None:
         raise ConfigError("the Flower run produced no outcome")
     pooled = out.rows[out.rows.receiver == -1].iloc[0]

@@ -234,10 +234,19 @@ class OneShotMethod(Method):
 
     #: True when the client's upload is built from its matched Local model (DENSE).
     uses_local: ClassVar[bool] = False
+    #: The largest magnitude of any value of a real client's upload (model weights, features,
+    #: counts of a graph's nodes): a server refuses an upload beyond it before its server phase.
+    max_upload_value: ClassVar[float] = 1e6
 
     @classmethod
     def requires(cls) -> tuple[str, ...]:
         return ("local",) if cls.uses_local else ()
+
+    def upload_shapes(self, num_features: int, num_classes: int) -> dict[str, tuple[int | None, ...]] | None:
+        """The tensors of a real client's :meth:`client_message`, from the federation's public facts:
+        name → shape (``None`` for a size that depends on the client's data); ``None`` when the
+        method declares none (a server then compares its uploads' names with the majority's)."""
+        return None
 
     @property
     def variant(self) -> str:

@@ -117,6 +117,10 @@ class CentroidSBM(OneShotMethod):
                 "spread": torch.stack(spread), "edges": code_edges(assign, client.edge_index, len(codes)),
                 "holds": holds, "label_counts": label_counts(client, c)}
 
+    def upload_shapes(self, num_features, num_classes):
+        return {"codewords": (None, num_features), "classes": (None,), "counts": (None,), "spread": (None,),
+                "edges": (None, None), "holds": (None,), "label_counts": (num_classes,)}
+
     def synthesize(self, ctx, messages):
         cfg, gen = self.cfg, ctx.generator(-1, salt=6)
         counts = torch.cat([m["counts"] for m in messages])

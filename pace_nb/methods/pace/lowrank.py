@@ -184,17 +184,39 @@ def serialize(carriers: Mapping[str, Carrier]) -> bytes:
     return b"".join(chunks)
 
 
-def deserialize(blob: bytes) -> dict[str, Carrier]:
-    """Parse :func:`serialize` output back into carriers (CPU float32 tensors)."""
+def header_entries(carriers: Mapping[str, Carrier]) -> list[list]:
+    """The header of a message of these carriers: ``[[name, kind, shape, rank], ...]``."""
+    return json.loads(_header(carriers))
+
+
+def message_size(entries) -> int:
+    """Bytes of a message with this header (magic, length, header, float32 payload)."""
+    header = json.dumps(entries, separators=(",", ":")).encode("utf-8")
+    floats = sum(int(np.prod(s, dtype=np.int64)) if k == "dense" else (s[0] + s[1]) * r for _, k, s, r in entries)
+    return len(MAGIC) + _LEN.size + len(header) + 4 * floats
+
+
+def read_header(blob: bytes, max_header: int = 1 << 20) -> tuple[list, int]:
+    """The header entries of a message and the offset of its payload, reading nothing else; a header
+    longer than ``max_header`` bytes or than the message is refused before it is parsed."""
     if len(blob) < len(MAGIC) + _LEN.size or not blob.startswith(MAGIC):
         raise DataCorruptionError("not a PACE message (bad magic)")
     start = len(MAGIC) + _LEN.size
     (hlen,) = _LEN.unpack_from(blob, len(MAGIC))
+    if hlen > min(max_header, len(blob) - start):
+        raise DataCorruptionError(f"PACE message header of {hlen} bytes (message {len(blob)}, at most {max_header})")
     try:
         entries = json.loads(blob[start : start + hlen].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataCorruptionError(f"corrupt PACE message header: {exc}") from None
-    offset = start + hlen
+    if not isinstance(entries, list):
+        raise DataCorruptionError("corrupt PACE message header: not a list of entries")
+    return entries, start + hlen
+
+
+def deserialize(blob: bytes) -> dict[str, Carrier]:
+    """Parse :func:`serialize` output back into carriers (CPU float32 tensors)."""
+    entries, offset = read_header(blob, len(blob))
     out: dict[str, Carrier] = {}
 
     def take(shape: tuple[int, ...]) -> Tensor:

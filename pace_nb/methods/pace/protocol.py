@@ -120,6 +120,46 @@ def upload(local: Params, init: Params, client, config: PaceConfig = PaceConfig(
     return lowrank.serialize(msg)
 
 
+#: Adam moves a weight by at most about 3.2·lr per step (β = 0.9, 0.999); ten times that per
+#: epoch bounds every entry of ``W_L − W0`` with a wide margin.
+ADAM_STEP_BOUND = 10.0
+
+
+def upload_layout(num_features: int, num_classes: int, hidden: int, config: PaceConfig = PaceConfig()) -> list[list]:
+    """The header of every client's :func:`upload` (``[[name, kind, shape, rank], ...]``), from the
+    federation's public facts alone: what the server accepts, before it decodes any payload."""
+    from pace_nb.nn.gcn import init_params
+
+    w0 = init_params(int(num_features), int(num_classes), int(hidden), 0)
+    carriers = {DELTA + n: lowrank.Carrier(shape=tuple(v.shape), left=torch.empty(v.shape[0], r),
+                                           right=torch.empty(v.shape[1], r))
+                if (r := config.carrier_rank) is not None and lowrank.is_eligible(tuple(v.shape), r)
+                else lowrank.Carrier(shape=tuple(v.shape), dense=v) for n, v in w0.items()}
+    if config.uses_sketch:
+        from pace_nb.methods.pace.sketch import weight_names
+
+        carriers.update(lowrank.dense_carriers({SKETCH + n: w0[n][0] for n in weight_names(w0)}))
+    return lowrank.header_entries(carriers)
+
+
+def upload_bounds(layout: list[list], epochs: int, lr: float) -> dict[str, list[tuple[float, float]]]:
+    """Per carrier of :func:`upload_layout`, the (low, high) every value of each of its wire tensors
+    lies in for a real client: ``Δ`` entries within ``ADAM_STEP_BOUND·lr·epochs`` (the left factor
+    ``U_r S_r`` within that times ``√(d_out·d_in)``, ≥ σ₁; the right factor ``V_r`` orthonormal,
+    within 1); a sketch ``c = m̃ + ε`` (Eq. 5) positive and at most its length + 1 (m̃ ≥ 0 has mean 1)."""
+    step = ADAM_STEP_BOUND * float(lr) * int(epochs)
+    out = {}
+    for name, kind, shape, _ in layout:
+        if name.startswith(SKETCH):
+            out[name] = [(0.0, shape[0] + 1.0)]
+        elif kind == "dense":
+            out[name] = [(-step, step)]
+        else:
+            big = step * (shape[0] * shape[1]) ** 0.5
+            out[name] = [(-big, big), (-1.0 - 1e-3, 1.0 + 1e-3)]
+    return out
+
+
 def _split(msg: dict[str, lowrank.Carrier]) -> tuple[Params, Params]:
     deltas = {n[len(DELTA):]: c.reconstruct() for n, c in msg.items() if n.startswith(DELTA)}
     sketches = {n[len(SKETCH):]: c.reconstruct() for n, c in msg.items() if n.startswith(SKETCH)}

@@ -124,6 +124,13 @@ def client_prototypes(fg, T: int = 2, a: float = 0.5) -> tuple[Tensor, Tensor]:
     return P, N
 
 
+#: What a SPEAR upload holds (:func:`serialize_upload`): NPZ members and their dtypes.
+UPLOAD_MEMBERS = {"classes": "<i4", "counts": "<i4", "prototypes": "<f4"}
+#: A prototype is a mean of rows of Z = PPR(X̃) (:func:`ppr_propagate`): X̃'s rows have L2 norm at
+#: most 1 and Â is row-stochastic, so every row of Z, and every prototype, has L2 norm at most 1.
+MAX_PROTOTYPE_NORM = 1.0
+
+
 def serialize_upload(protos: Tensor, counts: Tensor) -> bytes:
     """The bytes client k really sends: NPZ (in memory) of held class ids, int32 counts, float32 prototypes."""
     held = torch.nonzero(counts > 0).flatten()
