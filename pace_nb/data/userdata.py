@@ -11,7 +11,7 @@
 **Folder**: ``edges.csv`` (two integer columns source,target), ``features.csv`` or
 ``features.npy`` (N rows × F numbers), ``labels.csv`` (N integers), optional ``clients.csv``
 (N integers) and ``split.csv`` (N words train|val|test|none). Row i is node i; a first line
-that is not numeric is a header.
+that is not numeric is a header and must name every column (there is no index column).
 
 Everything is validated before any training (one-line :class:`ConfigError` naming the field);
 the graph is then made undirected and coalesced without self loops like every registered
