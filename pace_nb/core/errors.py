@@ -28,6 +28,11 @@ class NumericalError(PaceNBError, ArithmeticError):
     """Training produced non-finite losses or weights (diverged); nothing is stored."""
 
 
+class MethodError(PaceNBError, RuntimeError):
+    """A registered method (e.g. a plugin) raised or returned no or invalid result rows; its
+    cell is not stored."""
+
+
 class BusyError(PaceNBError, RuntimeError):
     """A file is being written by another process (it is not corrupted): retry later."""
 
