@@ -33,6 +33,11 @@ class MethodError(PaceNBError, RuntimeError):
     cell is not stored."""
 
 
+class StorageError(PaceNBError, OSError):
+    """A file could not be written (disk full, quota, read-only or failing disk); the file it would
+    have replaced is unchanged."""
+
+
 class BusyError(PaceNBError, RuntimeError):
     """A file is being written by another process (it is not corrupted): retry later."""
 

@@ -4,6 +4,8 @@ recovery), never silently wrong numbers, a committed bad cell or a deleted user 
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -192,3 +194,129 @@ def test_plugin_with_no_rows_commits_no_cell_and_a_rerun_computes_it(hostile_plu
     assert main(["grid", str(grid), "--results", str(store)]) == 0
     rows = ResultsStore(store).load()
     assert set(rows.method) == {"local", "hostileprobe"}
+
+
+# -- the last tracebacks: a full disk, a killed writer, a damaged run stamp, a non-literal parameter
+def test_full_disk_while_storing_a_cell_is_one_error_and_keeps_the_store(tmp_path, capsys, monkeypatch):
+    import errno
+    import os
+
+    from fake_results import make_rows
+    from pace_nb.cli import main
+    from pace_nb.core import io as core_io
+    from pace_nb.experiments import store as S
+    from pace_nb.experiments.store import ResultsStore
+
+    store = ResultsStore(tmp_path / "store")
+    store.append(make_rows(), cell_key="earlier")
+    before = (store.cells_dir / "earlier.csv").read_bytes()
+
+    def full_disk(path, data):  # the disk fills half-way through the file
+        def write(fh):
+            fh.write(data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return core_io._atomic(path, write)
+
+    monkeypatch.setattr(S, "atomic_write_bytes", full_disk)
+    grid = tmp_path / "g.toml"
+    grid.write_text('[[experiment]]\ndatasets = ["demo"]\nclients = 3\nmethods = ["local"]\nseeds = [1]\n'
+                    'train = { epochs = 2 }\n')
+    cli_error(["grid", str(grid), "--results", str(store.root)], capsys, "No space left on device; nothing was replaced")
+    assert store.keys() == ["earlier"] and (store.cells_dir / "earlier.csv").read_bytes() == before
+    assert not [p.name for p in store.cells_dir.iterdir() if p.name.endswith(".tmp")]
+    monkeypatch.undo()
+    assert main(["grid", str(grid), "--results", str(store.root)]) == 0 and len(store.keys()) == 2
+
+
+KILLED_WRITER = """
+import os, signal, sys
+from pace_nb.core.io import _atomic
+
+def write(fh):
+    fh.write(b"half a file")
+    fh.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+_atomic(sys.argv[1], write)
+"""
+
+
+def test_a_killed_writer_leaves_no_temp_file_behind(tmp_path):
+    """SIGKILL between creating the temporary file and renaming it: the next write removes it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pace_nb.core.io import STALE_SECONDS, _host, atomic_write_text
+
+    folder = tmp_path / "cells"
+    folder.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(folder / "a.csv")], env=env)
+    assert proc.returncode == -signal.SIGKILL
+    left = [p.name for p in folder.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".a.csv.") and left[0].endswith(".tmp")
+    alive = folder / f".b.csv.{_host()}-{os.getpid()}-abcd1234.tmp"        # a writer still at work
+    other_host = folder / ".c.csv.000000-1-abcd1234.tmp"                  # another host's, fresh
+    old_other = folder / ".d.csv.000000-1-abcd1234.tmp"                   # another host's, abandoned
+    old_naming = folder / ".e.csv.x1y2z3w4.tmp"                           # before writers were recorded
+    for p in (alive, other_host, old_other, old_naming):
+        p.write_text("partial")
+    long_ago = time.time() - STALE_SECONDS - 60
+    for p in (old_other, old_naming):
+        os.utime(p, (long_ago, long_ago))
+    (folder / ".notes.tmp").write_text("a user's file, not of our naming")
+    atomic_write_text(folder / "b.json", "{}")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["b.json", alive.name, other_host.name, ".notes.tmp"])
+
+
+def _stamped_notebook(folder, source: str = 'dataset = "demo"\nfigures_dir = ""\n'):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    cell = new_code_cell(source)
+    cell.metadata["tags"] = ["parameters"]
+    folder.mkdir(exist_ok=True)
+    nbformat.write(new_notebook(cells=[cell]), folder / "01_probe.ipynb")
+    return folder
+
+
+@pytest.mark.parametrize("damage", ["truncated", "a list", "key not a string"])
+def test_damaged_run_stamp_runs_the_notebook_again(tmp_path, monkeypatch, damage):
+    import pace_nb.notebooks as nbr
+
+    ran = []
+
+    def execute(path, output, *a, **k):  # what papermill leaves: the executed copy
+        ran.append(path)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text("{}")
+
+    monkeypatch.setattr(nbr, "execute_notebook", execute)
+    books = _stamped_notebook(tmp_path / "nb")
+    kw = dict(notebooks_dir=books, figures_dir=tmp_path / "figs", build_dir=tmp_path / "build")
+    assert [r.status for r in nbr.run_notebooks(**kw)] == ["executed"]
+    assert [r.status for r in nbr.run_notebooks(**kw)] == ["skipped"]
+    stamp = tmp_path / "build" / "01_probe__demo.json"
+    text = stamp.read_text()
+    stamp.write_text({"truncated": text[: len(text) // 2], "a list": "[1, 2]",
+                      "key not a string": '{"key": [1], "figures": []}'}[damage])
+    assert [r.status for r in nbr.run_notebooks(**kw)] == ["executed"] and len(ran) == 2
+    assert [r.status for r in nbr.run_notebooks(**kw)] == ["skipped"]   # the stamp was written anew
+
+
+@pytest.mark.parametrize("source,what", [
+    ('dataset = "demo"\nfigures_dir = ""\nrounds = 2 * 50\n', "parameter 'rounds' = 2 * 50 is not a literal"),
+    ('dataset = "demo"\nfigures_dir = ""\nseeds = list(range(3))\n', "parameter 'seeds' = list(range(3)) is not a literal"),
+    ('dataset = "demo"\nfigures_dir = (\n', "its parameters cell is not valid Python"),
+])
+def test_non_literal_notebook_parameter_is_one_error(tmp_path, monkeypatch, source, what):
+    import pace_nb.notebooks as nbr
+    from pace_nb.core.errors import ConfigError
+
+    monkeypatch.setattr(nbr, "execute_notebook", lambda *a, **k: pytest.fail("executed a notebook it cannot parameterize"))
+    books = _stamped_notebook(tmp_path / "nb", source)
+    with pytest.raises(ConfigError, match=f"01_probe.ipynb: {re.escape(what)}"):
+        nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "figs", build_dir=tmp_path / "build")
