@@ -320,3 +320,31 @@ def test_non_literal_notebook_parameter_is_one_error(tmp_path, monkeypatch, sour
     books = _stamped_notebook(tmp_path / "nb", source)
     with pytest.raises(ConfigError, match=f"01_probe.ipynb: {re.escape(what)}"):
         nbr.run_notebooks(notebooks_dir=books, figures_dir=tmp_path / "figs", build_dir=tmp_path / "build")
+
+
+# -- flower deploy --workdir: removes only what it wrote ----------------------------------------
+@pytest.mark.parametrize("given", ["empty folder", "new path"])
+def test_deploy_cleanup_keeps_files_a_user_adds_during_the_run(tmp_path, given):
+    """A fake run: the deployment's own entries, and a user's file added while it runs."""
+    from pace_nb.flower.deploy import clean_workdir, prepare_workdir
+
+    workdir = tmp_path / "work"
+    if given == "empty folder":
+        workdir.mkdir()
+    root, created = prepare_workdir(workdir)
+    assert created == (given == "new path")
+    for name in ("logs", "flwr_home", "outcome.json", "export", "app", "credentials", "node_0", "node_1"):  # deploy()'s
+        if "." in name:
+            (root / name).write_text("{}")
+        else:
+            (root / name / "sub").mkdir(parents=True)
+            (root / name / "sub" / "f.log").write_text("x")
+    (root / "thesis.tex").write_text("precious")   # the user's, added during the run
+    (root / "notes").mkdir()
+    clean_workdir(root, created)
+    assert sorted(p.name for p in root.iterdir()) == ["notes", "thesis.tex"]
+    assert (root / "thesis.tex").read_text() == "precious"
+    (root / "thesis.tex").unlink()
+    (root / "notes").rmdir()
+    clean_workdir(root, created)                    # nothing of the user's left: a folder it created goes
+    assert root.exists() == (given == "empty folder")
