@@ -189,16 +189,25 @@ def select_notebooks(names: Iterable[str] | None = None, directory=None) -> list
     return out
 
 
-def parameters_cell(nb) -> dict[str, Any]:
-    """Default values of the (single) ``parameters``-tagged cell (literal assignments)."""
+def parameters_cell(nb, where: str = "a notebook") -> dict[str, Any]:
+    """Default values of the (single) ``parameters``-tagged cell: literal assignments, else a
+    :class:`ConfigError` naming the parameter (``rounds = 2 * 50``: papermill could not replace it)."""
     cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(cells) != 1:
-        raise ConfigError(f"a notebook needs exactly one cell tagged 'parameters', found {len(cells)}")
+        raise ConfigError(f"{where}: a notebook needs exactly one cell tagged 'parameters', found {len(cells)}")
+    try:
+        body = ast.parse(cells[0].source).body
+    except SyntaxError as exc:
+        raise ConfigError(f"{where}: its parameters cell is not valid Python (line {exc.lineno}: {exc.msg})") from None
     out = {}
-    for node in ast.parse(cells[0].source).body:
+    for node in body:
         target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(node, ast.Assign) else None
         if isinstance(target, ast.Name) and node.value is not None:
-            out[target.id] = ast.literal_eval(node.value)
+            try:
+                out[target.id] = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                raise ConfigError(f"{where}: parameter {target.id!r} = {ast.unparse(node.value)[:80]} is not a literal; "
+                                  f"a parameters cell holds plain values (numbers, strings, lists, dicts)") from None
     return out
 
 
@@ -324,6 +333,16 @@ def _stamp_path(output: Path) -> Path:
     return output.with_suffix(".json")
 
 
+def _read_stamp(stamp: Path) -> dict:
+    """A run stamp's fields; a missing, truncated or malformed one is none (the notebook runs again)."""
+    try:
+        old = json.loads(stamp.read_text(encoding="utf-8"))
+        ok = isinstance(old["key"], str) and all(isinstance(f, str) for f in old.get("figures", []))
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return old if ok and isinstance(old.get("figures", []), list) else {}
+
+
 def _new_files(folder: Path, since: float, prefix: str) -> list[str]:
     """Figures a notebook wrote: its number prefix ("03_"), modified during its run."""
     return sorted(p.name for p in folder.glob(f"{prefix}*") if p.is_file() and p.stat().st_mtime >= since)
@@ -368,7 +387,7 @@ def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, da
         datasets = [canonical_name(d) for d in datasets]
     for ds in (datasets or default_datasets(quick, data_root)):
         for path in books:
-            nb_defaults = parameters_cell(nbformat.read(path, as_version=4))
+            nb_defaults = parameters_cell(nbformat.read(path, as_version=4), path.name)
             small = {k: v for k, v in QUICK_PARAMETERS.items() if k in nb_defaults} if quick else {}
             params = {**small, **(parameters or {}), "figures_dir": str(figs)}
             if ds is not None:
@@ -384,13 +403,12 @@ def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, da
             output = build / f"{path.stem}__{label}.ipynb"
             key = input_key(path, params, package)
             stamp = _stamp_path(output)
-            if not (force or recompute) and output.exists() and stamp.exists():
-                old = json.loads(stamp.read_text())
-                if old.get("key") == key and all((figs / f).exists() for f in old.get("figures", [])):
-                    runs.append(NotebookRun(path.stem, label, "skipped", 0.0, str(output), old.get("figures", [])))
-                    if log:
-                        log(f"{path.stem} [{label}]: unchanged, skipped")
-                    continue
+            old = _read_stamp(stamp) if not (force or recompute) and output.exists() else {}
+            if old.get("key") == key and all((figs / f).exists() for f in old.get("figures", [])):
+                runs.append(NotebookRun(path.stem, label, "skipped", 0.0, str(output), old.get("figures", [])))
+                if log:
+                    log(f"{path.stem} [{label}]: unchanged, skipped")
+                continue
             if log:
                 log(f"{path.stem} [{label}]: executing …")
             t0 = time.time()

@@ -28,6 +28,16 @@ class NumericalError(PaceNBError, ArithmeticError):
     """Training produced non-finite losses or weights (diverged); nothing is stored."""
 
 
+class MethodError(PaceNBError, RuntimeError):
+    """A registered method (e.g. a plugin) raised or returned no or invalid result rows; its
+    cell is not stored."""
+
+
+class StorageError(PaceNBError, OSError):
+    """A file could not be written (disk full, quota, read-only or failing disk); the file it would
+    have replaced is unchanged."""
+
+
 class BusyError(PaceNBError, RuntimeError):
     """A file is being written by another process (it is not corrupted): retry later."""
 

@@ -1,9 +1,16 @@
 """Atomic, pickle-free file writes (JSON, CSV, NPZ)."""
 from __future__ import annotations
 
+import contextlib
+import errno
+import functools
+import hashlib
 import json
 import os
+import re
+import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +32,75 @@ def current_umask() -> int:
     return mask
 
 
+#: Temporary files of :func:`_atomic`: ``.<name>.<host>-<pid>-<random>.tmp`` beside the target.
+_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<host>[0-9a-f]{6})-(?P<pid>\d+)-[a-z0-9_]+\.tmp$")
+#: The naming before the writer was recorded (``.<name>.<random>.tmp``).
+_OLD_TMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+#: Seconds after which a temporary file whose writer cannot be checked (another host, the old
+#: naming) counts as abandoned.
+STALE_SECONDS = 24 * 3600.0
+
+
+@functools.cache
+def _host() -> str:
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process (or not a pid we can judge): leave its file alone
+    return True
+
+
+def stale_temp_files(folder: str | os.PathLike, now: float | None = None) -> list[Path]:
+    """The temporary files :func:`_atomic` left in ``folder`` when its process was killed between
+    creating and renaming them (SIGKILL, power loss): those written on this host by a process that
+    no longer runs, and those of another host or of the old naming untouched for :data:`STALE_SECONDS`."""
+    now = time.time() if now is None else now
+    out = []
+    try:
+        entries = [e for e in os.scandir(os.fspath(folder)) if e.name.startswith(".") and e.name.endswith(".tmp")]
+    except OSError:
+        return []
+    for entry in entries:
+        m = _TMP.match(entry.name)
+        try:
+            if m and m["host"] == _host():
+                gone = not _running(int(m["pid"]))
+            elif m or _OLD_TMP.match(entry.name):
+                gone = now - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS
+            else:
+                continue
+        except OSError:
+            continue
+        if gone and entry.is_file(follow_symlinks=False):
+            out.append(Path(entry.path))
+    return out
+
+
 def _atomic(path: str | os.PathLike, write) -> Path:
     """Write ``path`` through a temporary file in its folder, then rename. The file gets the mode
     ``open()`` would give it (``0o666`` less the umask), not ``mkstemp``'s private 0600, so a store
-    shared through group or world read permissions stays readable to its other users."""
+    shared through group or world read permissions stays readable to its other users.
+
+    The temporary file's name records this host and process, so the next write into the folder
+    removes what a killed writer left (:func:`stale_temp_files`). A write that fails (disk full,
+    quota, read-only disk) leaves ``path`` as it was and is a one-line :class:`StorageError`."""
+    from pace_nb.core.errors import PaceNBError
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    for old in stale_temp_files(path.parent):
+        with contextlib.suppress(OSError):
+            old.unlink()
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_host()}-{os.getpid()}-", suffix=".tmp")
+    except OSError as exc:
+        raise _storage_error(path, exc) from exc
     try:
         if hasattr(os, "fchmod"):
             os.fchmod(fd, 0o666 & ~current_umask())
@@ -40,13 +109,23 @@ def _atomic(path: str | os.PathLike, write) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and not isinstance(exc, PaceNBError):
+            raise _storage_error(path, exc) from exc
         raise
     return path
+
+
+def _storage_error(path: Path, exc: OSError):
+    from pace_nb.core.errors import StorageError
+
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return StorageError(f"cannot write {path}: {exc.strerror or exc}; nothing was replaced"
+                        + ("; free some space and rerun (finished work is kept)" if full else ""))
 
 
 def atomic_write_bytes(path, data: bytes) -> Path:

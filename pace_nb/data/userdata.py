@@ -11,7 +11,7 @@
 **Folder**: ``edges.csv`` (two integer columns source,target), ``features.csv`` or
 ``features.npy`` (N rows × F numbers), ``labels.csv`` (N integers), optional ``clients.csv``
 (N integers) and ``split.csv`` (N words train|val|test|none). Row i is node i; a first line
-that is not numeric is a header.
+that is not numeric is a header and must name every column (there is no index column).
 
 Everything is validated before any training (one-line :class:`ConfigError` naming the field);
 the graph is then made undirected and coalesced without self loops like every registered
@@ -114,7 +114,7 @@ def as_labels(y: np.ndarray, n: int, where: str, field: str = "y") -> tuple[np.n
     y = np.asarray(y)
     if y.ndim != 1 or y.size != n:
         raise _err(where, field, f"must have shape [N] = [{n}] (one label per node), got {list(y.shape)}")
-    y = as_ids(y, where, field)
+    y = as_ids(y, where, field, upper=n)  # bounded before np.bincount allocates max(y) + 1 counts
     counts = np.bincount(y)
     small = np.flatnonzero(counts < 2)
     if small.size:
@@ -172,7 +172,7 @@ def finish(edge_index, x, y, where: str, client=None, split=None, name: str = "g
         c = np.asarray(client)
         if c.ndim != 1 or c.size != n:
             raise _err(where, "client", f"must have shape [N] = [{n}], got {list(c.shape)}")
-        c = as_ids(c, where, "client")
+        c = as_ids(c, where, "client", upper=n)  # K <= N: bounded before np.bincount allocates
         empty = np.flatnonzero(np.bincount(c) == 0)
         if empty.size:
             raise _err(where, "client", f"ids must be 0..K-1 with every client holding nodes; client "
@@ -206,23 +206,30 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def _read_csv(path: Path, what: str) -> np.ndarray:
-    """A numeric CSV as a 2-D array (a non-numeric first line is a header)."""
+    """A numeric CSV as a 2-D array. A non-numeric first line is a header, and it must name every
+    column: pandas would take the first column of rows wider than the header as an index, and read
+    ``s,t,7`` under ``source,target`` as the edge (t, 7)."""
     import pandas as pd
 
     with open(path, encoding="utf-8", errors="replace") as fh:
-        first = next((line for line in fh if line.strip() and not line.lstrip().startswith("#")), "")
+        at, first = next(((i, line) for i, line in enumerate(fh) if line.strip() and not line.lstrip().startswith("#")),
+                         (-1, ""))
     try:
         [float(t) for t in first.replace(";", ",").split(",") if t.strip()]
-        header = None
+        names = None
     except ValueError:
-        header = 0
+        names = [t.strip() for t in first.rstrip("\r\n").split(",")]
     try:
-        frame = pd.read_csv(path, header=header, comment="#", skipinitialspace=True)
+        frame = pd.read_csv(path, header=None, skiprows=[at] if names else None, comment="#", skipinitialspace=True)
     except Exception as exc:  # noqa: BLE001 - any parse failure of a user file
         raise ConfigError(f"{path}: {what}: cannot be parsed as CSV ({type(exc).__name__}: {str(exc)[:120]})") from None
-    bad = [c for c in frame.columns if frame[c].dtype.kind not in "biuf"]
+    if names is not None and len(names) != frame.shape[1]:
+        raise ConfigError(f"{path}: {what}: the header names {len(names)} column(s) but the rows hold "
+                          f"{frame.shape[1]}; a header must name every column (there is no index column)")
+    bad = [i for i, c in enumerate(frame.columns) if frame[c].dtype.kind not in "biuf"]
     if bad:
-        raise ConfigError(f"{path}: {what}: column {bad[0]!r} is not numeric")
+        label = repr(names[bad[0]]) if names else str(bad[0] + 1)
+        raise ConfigError(f"{path}: {what}: column {label} is not numeric")
     return frame.to_numpy()
 
 

@@ -20,6 +20,7 @@ authentication; nothing listens beyond 127.0.0.1 either way.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -131,16 +132,24 @@ def prepare_workdir(workdir) -> tuple[Path, bool]:
     return root, True
 
 
+#: The deployment's manifest: the only names it writes in its folder (``node_<k>`` per data holder).
+WRITTEN = ("logs", "flwr_home", "outcome.json", "export", "server_evaluation", "app", "credentials", "server_no_data")
+_NODE = re.compile(r"node_\d+")
+
+
 def clean_workdir(root: Path, created: bool) -> None:
-    """Remove what the deployment wrote: the folder it created, or the contents of the empty one it was given."""
-    if created:
-        shutil.rmtree(root, ignore_errors=True)
-        return
-    for child in root.iterdir():
+    """Remove what the deployment wrote (:data:`WRITTEN`, ``node_<k>``) and nothing else: a file a
+    user put in the folder during the run stays, and so does the folder then, even one it created."""
+    for child in list(root.iterdir()) if root.is_dir() else []:
+        if child.name not in WRITTEN and not _NODE.fullmatch(child.name):
+            continue
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child, ignore_errors=True)
         else:
             child.unlink(missing_ok=True)
+    if created:
+        with contextlib.suppress(OSError):  # not empty: what is left is not the deployment's
+            root.rmdir()
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

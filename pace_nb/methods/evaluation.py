@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -25,8 +25,11 @@ from torch import Tensor
 
 from pace_nb.methods import metrics
 from pace_nb.methods.calibration import calibrate
-from pace_nb.core.errors import ConfigError
+from pace_nb.core.errors import ConfigError, MethodError
 from pace_nb.core.schema import COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NAN = float("nan")
 
@@ -170,3 +173,70 @@ def _total(values) -> float:
 def _mean_ratio(values, dense_bytes) -> float:
     ratios = [_ratio(v, dense_bytes) for v in values]
     return float(np.mean(ratios)) if ratios and all(r == r for r in ratios) else NAN
+
+
+# -- the rows a method returns, checked before any is stored ------------------------------------
+#: ``(columns, rule, holds)``: a value that is given (not NaN) must satisfy ``holds(v, N, K)``
+#: (N: the graph's nodes, K: its clients; ``v`` a float array, so inf fails every rule).
+ROW_RULES: tuple[tuple[tuple[str, ...], str, Any], ...] = (
+    (("acc", "f1_weighted", "f1_macro", "acc_local", "acc_external"), "a percent in [0, 100]",
+     lambda v, n, k: (v >= 0) & (v <= 100)),
+    (("bytes_up", "bytes_down"), "a non-negative integer", lambda v, n, k: (v >= 0) & np.isfinite(v) & (v == np.floor(v))),
+    (("n_test",), "an integer in [0, N]", lambda v, n, k: (v >= 0) & (v <= n) & (v == np.floor(v))),
+    (("upload_ratio", "return_ratio", "seconds"), "a finite number >= 0", lambda v, n, k: (v >= 0) & np.isfinite(v)),
+    (("alpha",), "a number in [0, 1]", lambda v, n, k: (v >= 0) & (v <= 1)),
+    (("receiver",), "-1 (pooled) or a client 0..K-1", lambda v, n, k: (v >= -1) & (v < k) & (v == np.floor(v))),
+)
+
+
+def _numbers(column) -> np.ndarray:
+    """A column as float64, NaN where a value is missing or not a number."""
+    import pandas as pd
+
+    try:
+        return pd.to_numeric(column, errors="coerce").to_numpy(dtype="float64")
+    except (TypeError, ValueError):  # e.g. lists in the column
+        return np.array([float(x) if isinstance(x, numbers.Real) else NAN for x in column])
+
+
+def _graph_nodes(fg) -> int:
+    data = getattr(fg, "data", None)
+    return int(data.num_nodes) if data is not None else sum(int(c.num_nodes) for c in fg.clients)
+
+
+def check_method_rows(rows, method: str, fg) -> pd.DataFrame:
+    """The result rows ``method`` returned on ``fg`` as a DataFrame, checked before any is stored:
+    at least one row, every schema column, each value of :data:`ROW_RULES` (N: the graph's nodes,
+    K: its clients), ``receiver`` and ``n_test`` on every row and ``acc`` on every row that has test
+    nodes. Anything else is a :class:`MethodError` naming the method and the first bad value."""
+    import pandas as pd
+
+    from pace_nb.methods.registry import METHODS, method_module
+
+    where = f"method {method!r}" + (f" (module {method_module(method)})" if method in METHODS else "")
+    try:
+        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+    except (TypeError, ValueError):
+        raise MethodError(f"{where} returned {type(rows).__name__}, not result rows; its cell is not stored") from None
+    if frame.empty:
+        raise MethodError(f"{where} returned no result rows; its cell is not stored")
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise MethodError(f"{where}: its rows lack column(s) {missing}; build them with "
+                          f"pace_nb.methods.evaluation.make_row")
+    n, k = _graph_nodes(fg), fg.num_clients
+    values = {c: _numbers(frame[c]) for cols, _, _ in ROW_RULES for c in cols}
+    with np.errstate(invalid="ignore"):
+        required = {"receiver": True, "n_test": True, "acc": values["n_test"] > 0}
+        for cols, rule, holds in ROW_RULES:
+            for col in cols:
+                v = values[col]
+                given = ~np.isnan(v)
+                bad = ((frame[col].notna().to_numpy() | required.get(col, False)) & ~given) | (given & ~holds(v, n, k))
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    raw = frame[col].iloc[i]
+                    shown = repr(float(v[i])) if raw is None or isinstance(raw, numbers.Real) else repr(raw)
+                    raise MethodError(f"{where}: row {i} has {col} = {shown}; it must be {rule} "
+                                      f"(N = {n} nodes, K = {k} clients); its cell is not stored")
+    return frame

@@ -7,7 +7,9 @@ A *method* (registered in :data:`pace_nb.methods.registry.METHODS`) is a functio
 
 returning result rows (schema of docs/ARCHITECTURE.md, built with
 :func:`pace_nb.methods.evaluation.make_row` / :func:`pace_nb.methods.evaluation.evaluate_method`) for every
-seed in ``seeds``: pooled rows (``receiver = -1``) and per-receiver rows. ``local`` holds the
+seed in ``seeds``: pooled rows (``receiver = -1``) and per-receiver rows. The rows are checked
+(:func:`~pace_nb.methods.evaluation.check_method_rows`): none, a missing column or a value out of
+range is a :class:`~pace_nb.core.errors.MethodError`, as is the exception of a plugin method. ``local`` holds the
 Local models trained ONCE per :func:`run_protocol` call with the shared ``train_config``
 (``None`` when no registered method needs them); ``local_logits[s]`` caches the eval-mode
 Local logits (one ``[n_i, C]`` tensor per client) of seed position ``s`` in ``local.seeds``.
@@ -27,7 +29,8 @@ from pace_nb.core.config import PAPER_SEEDS, DATA_SEED
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import COLUMNS
 from pace_nb.core.validation import check_names, check_seeds
-from pace_nb.methods.registry import METHODS, check_all_method_params, check_method_params, runner
+from pace_nb.methods.evaluation import check_method_rows
+from pace_nb.methods.registry import METHODS, check_all_method_params, check_method_params, plugin_errors, runner
 
 MethodFn = Callable[..., pd.DataFrame]
 
@@ -154,13 +157,11 @@ def run_protocol(
         local = train_local(fg, seeds, train_config, device=device, progress=progress)
         logits = local_logits(fg, local, device)
     frames = []
-    for spec in specs:
-        out = spec.fn(fg, local, seeds=seeds, device=device, progress=progress, local_logits=logits,
-                      train_config=train_config, **params[spec.name])
-        frames.append(pd.DataFrame(out))
+    for spec in specs:  # a plugin's exception or bad rows: one MethodError line, nothing returned
+        with plugin_errors(spec.name):
+            out = spec.fn(fg, local, seeds=seeds, device=device, progress=progress, local_logits=logits,
+                          train_config=train_config, **params[spec.name])
+        frames.append(check_method_rows(out, spec.name, fg))
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
-    missing = [c for c in COLUMNS if c not in rows.columns]
-    if missing:
-        raise ConfigError(f"method rows lack column(s) {missing}; build them with evaluation.make_row")
     rows["params"] = record_setting(rows["params"], fg, train_config)
     return rows[list(COLUMNS) + [c for c in rows.columns if c not in COLUMNS]]

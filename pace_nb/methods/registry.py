@@ -16,11 +16,12 @@ protocol does not supply (:data:`PROTOCOL_ARGS`) plus the fields of its ``Config
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from pace_nb.core.errors import ConfigError, unknown
+from pace_nb.core.errors import ConfigError, MethodError, PaceNBError, unknown
 from pace_nb.core.registry import Entry, Registry
 
 METHODS: Registry = Registry("method")
@@ -85,8 +86,32 @@ def check_method_params(name: str, params: Mapping[str, Any] | None) -> dict[str
     bad = sorted(set(map(str, params)) - set(valid))
     if bad:
         raise ConfigError(f"method {entry.name!r}: unknown parameter(s) {bad}; valid: {', '.join(valid) or 'none'}")
-    entry.obj.check_params(dict(params))
+    with plugin_errors(entry.name, "its Config"):
+        entry.obj.check_params(dict(params))
     return dict(params)
+
+
+def method_module(name: str) -> str:
+    """The module that defines method ``name``'s class (aliases resolved)."""
+    return str(getattr(METHODS.get(name).obj, "__module__", "?"))
+
+
+@contextlib.contextmanager
+def plugin_errors(name: str, what: str = "its run") -> Iterator[None]:
+    """An exception raised by a method defined outside pace_nb (a plugin) becomes one
+    :class:`MethodError` line naming the method and its module; pace_nb's own errors, and the
+    exceptions of built-in methods (a bug of ours: its traceback is wanted), pass unchanged."""
+    try:
+        yield
+    except PaceNBError:
+        raise
+    except Exception as exc:
+        module = method_module(name)
+        if module == "pace_nb" or module.startswith("pace_nb."):
+            raise
+        text = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise MethodError(f"method {METHODS.key(name)!r} (module {module}): {what} raised "
+                          f"{type(exc).__name__}{': ' + text if text else ''}") from exc
 
 
 def check_all_method_params(method_params: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

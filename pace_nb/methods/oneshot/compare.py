@@ -33,10 +33,10 @@ import torch
 from pace_nb.core.config import PAPER_SEEDS
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.validation import check_names
-from pace_nb.methods.evaluation import federation_fields, make_row
+from pace_nb.methods.evaluation import check_method_rows, federation_fields, make_row
 from pace_nb.methods.oneshot import make_oneshot
 from pace_nb.methods.oneshot.base import OneShotMethod, complete_graph_scores, run_oneshot
-from pace_nb.methods.registry import METHODS, spear_comparison
+from pace_nb.methods.registry import METHODS, plugin_errors, spear_comparison
 from pace_nb.nn.training import TrainConfig
 
 
@@ -108,21 +108,25 @@ def run_comparison(fg, methods: Sequence[str] | None = None, *, rounds: int = 10
     local, rows = None, []
     for name in names:
         obj = None if name == "spear" else METHODS[name]
+        got: list[dict] = []
         if name == "spear":
-            rows.append(spear_row(fg, spear_config))
+            got.append(spear_row(fg, spear_config))
         elif isinstance(obj, type) and issubclass(obj, OneShotMethod):
-            method = make_oneshot(name, **params.get(name, {}))
-            if method.uses_local and local is None:
-                from pace_nb.nn.training import train_local
+            with plugin_errors(name):  # a plugin's exception: one line naming it and its module
+                method = make_oneshot(name, **params.get(name, {}))
+                if method.uses_local and local is None:
+                    from pace_nb.nn.training import train_local
 
-                local = train_local(fg, (int(run_seed),), config, device=device, progress=progress)
-            rows += run_oneshot(fg, method, (int(run_seed),), config=config, local=local, device=device,
-                                progress=progress, row_seed=_data_seed(fg))
+                    local = train_local(fg, (int(run_seed),), config, device=device, progress=progress)
+                got += run_oneshot(fg, method, (int(run_seed),), config=config, local=local, device=device,
+                                   progress=progress, row_seed=_data_seed(fg))
         elif isinstance(obj, type) and issubclass(obj, FederatedMethod):
-            rows.append(multiround_row(fg, name, rounds=rounds, local_epochs=local_epochs, run_seed=run_seed,
-                                       config=config, device=device, progress=progress,
-                                       method_params=params.get(name)))
+            with plugin_errors(name):
+                got.append(multiround_row(fg, name, rounds=rounds, local_epochs=local_epochs, run_seed=run_seed,
+                                          config=config, device=device, progress=progress,
+                                          method_params=params.get(name)))
         else:
             raise ConfigError(f"{name!r} is not part of SPEAR's comparison; valid: spear, a one-shot or a "
                               f"federated baseline ({', '.join(spear_comparison()[1:])}, …)")
+        rows += check_method_rows(got, name, fg).to_dict("records")
     return pd.DataFrame(rows)
