@@ -253,12 +253,12 @@ def comparison(table_id: str, rows: pd.DataFrame | None, ours: _Ours | None = No
     out["status"] = np.where(out["ours_mean"].isna(), NOT_RUN, "ok")
     out["ours_text"] = ""
     out["bound"] = out["note"].fillna("").astype(str).str.contains(BOUND_MARK, regex=False)  # paper: an upper bound
-    if table_id == "4":  # name of our matched baseline next to the paper's (``ours`` built above)
+    if table_id == "4":  # our matched baseline (its name; ``ours_method``: whose rows) beside the paper's
         for i, e in out.iterrows():
             if e.col == "Matched":
                 m, v, n = ours.best_cnll(e.dataset, e.partition, e.beta, e.num_clients, e.metric)
                 out.loc[i, ["ours_mean", "ours_std", "n_seeds"]] = [v, math.nan, n]
-                out.loc[i, "ours_text"] = f"{method_label(m)}+CNLL" if m else ""
+                out.loc[i, ["ours_text", "ours_method"]] = [f"{method_label(m)}+CNLL" if m else "", m or ""]
         out["diff"] = out["ours_mean"] - out["paper_mean"]
         out["status"] = np.where(out["ours_mean"].isna(), NOT_RUN, "ok")
     return out.reset_index(drop=True)
