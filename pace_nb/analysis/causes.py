@@ -5,14 +5,18 @@ A gap more than :data:`LIST_ABOVE` points off gets a cause only when one is show
 * a declared :class:`Cause` whose :class:`Scope` (tables, methods, variants, datasets, partitions,
   client counts, the sign of ours − paper) covers the entry AND whose evidence check finds its
   evidence in the store for that entry (a cause whose evidence is absent applies to nothing);
-* "seed noise": |ours − paper| ≤ 2 standard errors of the difference (both seed spreads);
+  a cause of a :data:`REDUCING` kind (FedNova = our FedAvg, FedAux = our Local) names the
+  row the entry reduces to (:class:`Parent`), whose status the entry then takes
+  (:mod:`pace_nb.analysis.verdicts`);
 * "mask draw" (Louvain, METIS: a data seed redraws the 20/40/40 masks) / "partition draw"
   (Dirichlet: it redraws the clients' class mix too): the paper's value lies inside the
   [min, max] of at least :data:`DRAW_CAUSE_MIN` of our stored draws of that setting.
 
-Everything else is unexplained. An entry lists every cause that applies, in the fixed order of
-:data:`KINDS` (never in footnote order). The footnotes that explain nothing (implementation
-notes) are :mod:`pace_nb.analysis.gap_notes`; they are never a cause.
+An entry lists every cause that applies, in the fixed order of :data:`KINDS` (never in footnote
+order). "Within seed noise" (|ours − paper| ≤ 2 standard errors of the difference,
+:func:`within_noise`) is no cause: it says the gap is not significant, not why it is there.
+The footnotes that explain nothing (implementation notes) are :mod:`pace_nb.analysis.gap_notes`;
+they are never a cause.
 """
 from __future__ import annotations
 
@@ -30,10 +34,16 @@ from pace_nb.methods.registry import canonical, method_label
 LIST_ABOVE = 2.0
 #: Fewest stored draws of a setting (the main one included) whose range can hold the paper's value.
 DRAW_CAUSE_MIN = 5
-#: Kinds of cause, in the order an entry lists them and the count line counts them.
+#: Kinds of cause (each explains a gap), in the order an entry lists them and the count line counts them.
 KINDS: tuple[str, ...] = ("method identity", "reduces to Local", "paper row below its own Local", "hyperparameter",
-                          "seed noise", "mask draw", "partition draw")
-UNEXPLAINED = "unexplained"
+                          "mask draw", "partition draw")
+#: Kinds whose mechanism reduces the entry to another row of its table: the entry takes that row's status.
+REDUCING: tuple[str, ...] = ("method identity", "reduces to Local")
+#: What a gap within 2 standard errors of the difference is: no cause, too noisy to tell.
+NOT_SIGNIFICANT = "within seed noise: not significant"
+EXPLAINED, UNEXPLAINED = "explained", "unexplained"
+#: An entry's statuses (:mod:`pace_nb.analysis.verdicts`), from the best to the worst.
+STATUSES: tuple[str, ...] = (EXPLAINED, NOT_SIGNIFICANT, UNEXPLAINED)
 
 
 @dataclass(frozen=True)
@@ -88,64 +98,120 @@ class Evidence:
             r = r.assign(method=r["method"].map(canonical), beta=r["beta"].fillna(-1.0))
         self.rows, self.comps = r, comps
 
+    def setting(self, e: pd.Series, method: str, variant: str) -> pd.DataFrame | None:
+        """Our pooled rows of ``method``/``variant`` in entry ``e``'s setting (dataset, partition, K, β)."""
+        r = self.rows
+        if r is None:
+            return None
+        beta = -1.0 if e["beta"] != e["beta"] else float(e["beta"])
+        return r[(r["dataset"] == e["dataset"]) & (r["partition"] == e["partition"])
+                 & (r["num_clients"] == int(e["num_clients"])) & ((r["beta"] - beta).abs() < 1e-9)
+                 & (r["method"] == method) & (r["variant"] == variant)]
+
     def seeds(self, e: pd.Series, method: str, variant: str, metric: str) -> pd.Series:
         """Our per-seed values of ``metric`` for ``method``/``variant`` in entry ``e``'s setting."""
-        r = self.rows
-        if r is None or metric not in r.columns:
+        sel = self.setting(e, method, variant)
+        if sel is None or metric not in sel.columns:
             return pd.Series(dtype=float)
-        beta = -1.0 if e["beta"] != e["beta"] else float(e["beta"])
-        sel = r[(r["dataset"] == e["dataset"]) & (r["partition"] == e["partition"])
-                & (r["num_clients"] == int(e["num_clients"])) & ((r["beta"] - beta).abs() < 1e-9)
-                & (r["method"] == method) & (r["variant"] == variant)]
         return sel.groupby("seed")[metric].mean().dropna()
 
     def sibling(self, table_id: str, e: pd.Series, method: str, variant: str) -> pd.Series | None:
         """The entry of the same table and column (dataset, metric, setting) for another method."""
         comp = self.comps.get(str(table_id))
-        if comp is None or comp.empty:
-            return None
-        same_beta = (comp["beta"].isna() & (e["beta"] != e["beta"])) | ((comp["beta"] - e["beta"]).abs() < 1e-9)
-        hit = comp[(comp["dataset"] == e["dataset"]) & (comp["metric"] == e["metric"])
-                   & (comp["partition"] == e["partition"]) & (comp["num_clients"] == e["num_clients"]) & same_beta
-                   & (comp["method"].map(canonical) == method) & (comp["variant"] == variant)]
-        return hit.iloc[0] if len(hit) else None
+        return None if comp is None else sibling(comp, e, method, variant)
+
+
+def sibling(comp: pd.DataFrame, e: pd.Series, method: str, variant: str) -> pd.Series | None:
+    """The entry of ``comp`` in ``e``'s column (dataset, metric, setting) for ``method``/``variant``."""
+    if comp.empty:
+        return None
+    same_beta = (comp["beta"].isna() & (e["beta"] != e["beta"])) | ((comp["beta"] - e["beta"]).abs() < 1e-9)
+    hit = comp[(comp["dataset"] == e["dataset"]) & (comp["metric"] == e["metric"])
+               & (comp["partition"] == e["partition"]) & (comp["num_clients"] == e["num_clients"]) & same_beta
+               & (comp["method"].map(canonical) == method) & (comp["variant"] == variant)]
+    return hit.iloc[0] if len(hit) else None
 
 
 Check = Callable[[Evidence, str, pd.Series], "str | None"]
 
 
 @dataclass(frozen=True)
+class Parent:
+    """The row of the same table and column an entry reduces to: ``method`` with ``variant`` (None:
+    the entry's own variant), and how ours relates to it in the store (:func:`store_relation`):
+    ``"equal"`` (the same numbers seed for seed) or ``"near"``."""
+
+    method: str
+    variant: str | None = None
+    relation: str = "equal"
+
+    def __post_init__(self):
+        if self.relation not in ("equal", "near"):
+            raise ValueError(f"a reduction's relation is equal or near, got {self.relation!r}")
+
+    def of(self, e: pd.Series) -> tuple[str, str]:
+        return self.method, self.variant or str(e["variant"])
+
+
+@dataclass(frozen=True)
 class Cause:
     """A cause of some gaps: ``text`` says why, ``scope`` which entries it is written for, and
-    ``evidence`` finds, per entry, what in the store supports it (its text) or None (it does not apply)."""
+    ``evidence`` finds, per entry, what in the store supports it (its text) or None (it does not apply).
+    A cause of a :data:`REDUCING` kind names its ``parent`` row, and its evidence is that ours
+    reduces to our parent row in the store (:func:`reduces_to`)."""
 
     name: str
     kind: str
     text: str
     scope: Scope
     evidence: Check
+    parent: Parent | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"cause {self.name}: kind {self.kind!r} is not one of {KINDS}")
+        if (self.kind in REDUCING) != (self.parent is not None):
+            raise ValueError(f"cause {self.name}: a cause of kind {self.kind!r} "
+                             + ("names the row it reduces to (parent)" if self.kind in REDUCING else "has no parent row"))
 
     def applies(self, ev: Evidence, table_id: str, e: pd.Series) -> str | None:
         return self.evidence(ev, table_id, e) if self.scope.covers(table_id, e) else None
+
+
+RELATIONS: tuple[str, ...] = ("equal", "near", "not_below")
+
+
+def store_relation(ev: Evidence, e: pd.Series, ref_method: str, ref_variant: str, relation: str) -> str | None:
+    """How ours relates in the store to our ``ref_method``/``ref_variant`` row of entry ``e``'s setting,
+    seed for seed on at least 2 common seeds — ``"equal"`` (every common seed identical), ``"near"``
+    (mean difference within 1 point), ``"not_below"`` (not more than 1 point below) — as text, or None."""
+    if relation not in RELATIONS:
+        raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
+    a = ev.seeds(e, canonical(str(e["method"])), str(e["variant"]), str(e["metric"]))
+    b = ev.seeds(e, ref_method, ref_variant, str(e["metric"]))
+    common = a.index.intersection(b.index)
+    if len(common) < 2:
+        return None
+    delta = a[common] - b[common]
+    ref = method_label(ref_method) + ("+CNLL" if ref_variant == "cnll" else "")
+    if relation == "equal" and float(delta.abs().max()) <= 1e-6:
+        return f"ours = our {ref} on {len(common)}/{len(common)} seeds"
+    if (relation == "near" and abs(float(delta.mean())) <= 1.0) or (relation == "not_below" and float(delta.mean()) >= -1.0):
+        return f"ours − our {ref} = {float(delta.mean()):+.2f} over {len(common)} seeds"
+    return None
 
 
 def against_reference(ref_method: str, relation: str, ref_variant: str | None = None, paper_side: int = 0) -> Check:
     """Evidence that the entry's gap is the paper's own difference to a reference row of the same
     table and column (``ref_method``/``ref_variant``, default the entry's variant):
 
-    * in the store, ours relates to our reference as ``relation`` says — ``"equal"`` (every common
-      seed identical), ``"near"`` (mean difference within 1 point), ``"not_below"`` (not more than
-      1 point below), on at least 2 common seeds;
+    * in the store, ours relates to our reference as ``relation`` says (:func:`store_relation`);
     * in the paper, the entry differs from its own reference by more than :data:`LIST_ABOVE`
       (``paper_side`` −1: the paper's entry must lie below its reference, +1 above);
     * ours lies within :data:`LIST_ABOVE` of the paper's reference: the reference accounts for the gap.
     """
-    if relation not in ("equal", "near", "not_below"):
-        raise ValueError(f"relation must be equal, near or not_below, got {relation!r}")
+    if relation not in RELATIONS:
+        raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
 
     def check(ev: Evidence, table_id: str, e: pd.Series) -> str | None:
         variant = ref_variant or str(e["variant"])
@@ -156,37 +222,43 @@ def against_reference(ref_method: str, relation: str, ref_variant: str | None = 
         residual = float(e["ours_mean"] - sib["paper_mean"])
         if abs(paper_gap) <= LIST_ABOVE or paper_gap * paper_side < 0 or abs(residual) > LIST_ABOVE:
             return None
-        a = ev.seeds(e, canonical(str(e["method"])), str(e["variant"]), str(e["metric"]))
-        b = ev.seeds(e, ref_method, variant, str(e["metric"]))
-        common = a.index.intersection(b.index)
-        if len(common) < 2:
-            return None
-        delta = a[common] - b[common]
+        ours = store_relation(ev, e, ref_method, variant, relation)
         ref = method_label(ref_method) + ("+CNLL" if variant == "cnll" else "")
-        if relation == "equal" and float(delta.abs().max()) <= 1e-6:
-            ours = f"ours = our {ref} on {len(common)}/{len(common)} seeds"
-        elif relation == "near" and abs(float(delta.mean())) <= 1.0:
-            ours = f"ours − our {ref} = {float(delta.mean()):+.2f} over {len(common)} seeds"
-        elif relation == "not_below" and float(delta.mean()) >= -1.0:
-            ours = f"ours − our {ref} = {float(delta.mean()):+.2f} over {len(common)} seeds"
-        else:
-            return None
-        return f"{ours}; paper − paper {ref} = {paper_gap:+.2f}; ours − paper {ref} = {residual:+.2f}"
+        return None if ours is None else \
+            f"{ours}; paper − paper {ref} = {paper_gap:+.2f}; ours − paper {ref} = {residual:+.2f}"
 
     return check
 
 
+def reduction(name: str, kind: str, text: str, scope: Scope, parent: Parent) -> Cause:
+    """A cause of a :data:`REDUCING` kind: its evidence is that ours relates to our ``parent`` row as
+    ``parent.relation`` says (:func:`store_relation`) and that the parent row is in the entry's table;
+    whether it explains the entry is the parent entry's status
+    (:func:`~pace_nb.analysis.verdicts.verdict`). The text adds the paper's own difference to the parent."""
+    def check(ev: Evidence, table_id: str, e: pd.Series) -> str | None:
+        method, variant = parent.of(e)
+        sib = ev.sibling(table_id, e, method, variant)
+        ours = store_relation(ev, e, method, variant, parent.relation) if sib is not None else None
+        if ours is None:
+            return None
+        if not (sib["paper_mean"] == sib["paper_mean"] and e["paper_mean"] == e["paper_mean"]):
+            return ours
+        ref = method_label(method) + ("+CNLL" if variant == "cnll" else "")
+        return f"{ours}; paper − paper {ref} = {float(e['paper_mean'] - sib['paper_mean']):+.2f}"
+
+    return Cause(name, kind, text, scope, check, parent)
+
+
 def stored_variant(method: str, param: str, value: float) -> Check:
     """Evidence that the store holds rows of ``method`` run with ``param = value`` in the entry's
-    setting (a diagnostic cell) and that the paper's value lies between those rows' mean and ours."""
+    setting (a diagnostic cell: same dataset, partition, K and β; no such cell, no cause) and that the
+    paper's value lies between those rows' mean and ours."""
     import json
 
     def check(ev: Evidence, table_id: str, e: pd.Series) -> str | None:
-        r = ev.rows
-        if r is None:
+        sel = ev.setting(e, method, str(e["variant"]))
+        if sel is None:
             return None
-        sel = r[(r["method"] == method) & (r["dataset"] == e["dataset"]) & (r["partition"] == e["partition"])
-                & (r["num_clients"] == int(e["num_clients"])) & (r["variant"] == e["variant"])]
         hit = sel[sel["params"].map(lambda p: _param(json, p, param) == value)]
         if hit.empty or str(e["metric"]) not in hit:
             return None
@@ -210,19 +282,21 @@ def _param(json, text, name):
 _BASELINE_TABLES = ("1", "7", "8", "9", "10", "11", "12")
 #: The declared causes (docs/DESIGN.md §12); each applies only inside its scope and with its evidence.
 CAUSES: tuple[Cause, ...] = (
-    Cause("fednova-is-fedavg", "method identity",
-          "Full-batch local training with equal epochs gives every client the same ‖a_k‖₁, so FedNova's "
-          "normalised update is FedAvg's: ours is our FedAvg seed for seed, while the paper's FedNova row "
-          "differs from its own FedAvg row — the paper's FedNova is not this algorithm (an SGD-trained "
-          "FedNova is a candidate, not shown here). Applies where ours lies within 2 points of the paper's "
-          "FedAvg.",
-          Scope(_BASELINE_TABLES, methods=("fednova",)), against_reference("fedavg", "equal")),
-    Cause("fedaux-is-local", "reduces to Local",
-          "FedAux-1R with the released similarity over all parameters: after 100 local epochs the clients' "
-          "parameter vectors are far apart, exp(10·cos) keeps S_ii near 1 and ours stays at our Local, while "
-          "the paper's row is far from its own Local (the paper gives no FedAux hyperparameters). Applies where "
-          "ours lies within 2 points of the paper's Local.",
-          Scope(_BASELINE_TABLES, methods=("fedaux1r",)), against_reference("local", "near", ref_variant="native")),
+    reduction("fednova-is-fedavg", "method identity",
+              "Full-batch local training with equal epochs gives every client the same ‖a_k‖₁, so FedNova's "
+              "normalised update is FedAvg's: ours is our FedAvg seed for seed, while the paper's FedNova row "
+              "differs from its own FedAvg row — the paper's FedNova is not this algorithm (an SGD-trained "
+              "FedNova is a candidate, not shown here). Where ours = our FedAvg, the entry takes the status of "
+              "our FedAvg's entry: explained by this identity when that entry is within 2 points of the paper, "
+              "else that entry's own status.",
+              Scope(_BASELINE_TABLES, methods=("fednova",)), Parent("fedavg", relation="equal")),
+    reduction("fedaux-is-local", "reduces to Local",
+              "FedAux-1R with the released similarity over all parameters: after 100 local epochs the clients' "
+              "parameter vectors are far apart, exp(10·cos) keeps S_ii near 1 and ours stays at our Local, while "
+              "the paper's row is far from its own Local (the paper gives no FedAux hyperparameters). Where ours "
+              "is within 1 point of our Local, the entry takes the status of our Local's entry: explained by this "
+              "reduction when that entry is within 2 points of the paper, else that entry's own status.",
+              Scope(_BASELINE_TABLES, methods=("fedaux1r",)), Parent("local", "native", relation="near")),
     Cause("cnll-below-local", "paper row below its own Local",
           "CNLL chooses α by validation NLL with α = 0 (Local itself) a candidate, so a +CNLL row does not fall "
           "far below Local: ours does not, the paper's does. Applies where ours lies within 2 points of the "
@@ -260,45 +334,54 @@ def draw_cause(entry: pd.Series) -> tuple[str, str] | None:
     return kind, f"{kind} (paper inside our {int(n)} draws {lo:.2f}–{hi:.2f})"
 
 
+def within_noise(entry: pd.Series) -> float | None:
+    """Two standard errors (:func:`seed_noise`) when |ours − paper| lies within them — the gap is
+    :data:`NOT_SIGNIFICANT` — else None."""
+    se = seed_noise(entry)
+    return 2 * se if se == se and abs(float(entry["diff"])) <= 2 * se else None
+
+
 def entry_causes(table_id: str, entry: pd.Series, ev: Evidence | None,
                  causes: Sequence[Cause] = CAUSES) -> list[tuple[str, str]]:
-    """Every cause that applies to one entry, ``(kind, label)``, in :data:`KINDS` order."""
+    """Every cause that applies to one entry, ``(kind, label)``, in :data:`KINDS` order: the declared
+    causes whose scope and evidence hold, and the draw rule (never seed noise: :func:`within_noise`)."""
     found = []
     for c in causes:
         why = c.applies(ev, table_id, entry) if ev is not None else None
         if why:
             found.append((c.kind, f"{c.name} ({why})"))
-    se = seed_noise(entry)
-    if se == se and abs(entry["diff"]) <= 2 * se:
-        found.append(("seed noise", f"seed noise (≤ 2 SE = {2 * se:.2f})"))
     drawn = draw_cause(entry)
     if drawn:
         found.append(drawn)
     return sorted(found, key=lambda kl: (KINDS.index(kl[0]), kl[1]))
 
 
-def count_line(far: pd.DataFrame) -> str:
-    """The headline: entries off by more than :data:`LIST_ABOVE` points; with an entry-specific cause
-    (by kind; an entry with causes of two kinds counts under each); unexplained."""
-    n = len(far)
-    kinds = far["kinds"] if n else pd.Series(dtype=object)
-    caused = int(sum(bool(k) for k in kinds))
-    by = [f"{k} {sum(k in ks for ks in kinds)}" for k in KINDS if any(k in ks for ks in kinds)]
-    return (f"**Entries more than {LIST_ABOVE:g} points off: {n}; with an entry-specific cause: {caused}"
-            + (f" ({', '.join(by)})" if by else "") + f"; unexplained: {n - caused}.**")
+def _applies(name: str, far: pd.DataFrame) -> pd.Series:
+    return far["labels"].map(lambda labels: any(lbl.startswith(name + " (") for lbl in labels)) if len(far) else \
+        pd.Series(dtype=bool)
 
 
 def applied(name: str, far: pd.DataFrame) -> int:
     """How many of the entries in ``far`` (:func:`~pace_nb.analysis.report.far_cells`) cause ``name`` applies to."""
-    return int(sum(any(lbl.startswith(name + " (") for lbl in labels) for labels in far["labels"])) if len(far) else 0
+    return int(_applies(name, far).sum())
+
+
+def _where(c: Cause, far: pd.DataFrame) -> str:
+    """How many entries of ``far`` ``c`` applies to; for a reduction, the statuses they take."""
+    hit = _applies(c.name, far)
+    n = int(hit.sum())
+    where = f"applies to {n} entr{'y' if n == 1 else 'ies'}"
+    if n and c.parent is not None and "status" in far:
+        counts = far.loc[hit, "status"].value_counts()
+        where += " (their statuses: " + ", ".join(f"{s} {counts[s]}" for s in STATUSES if s in counts) + ")"
+    return where
 
 
 def declared(far: pd.DataFrame, causes: Sequence[Cause] = CAUSES) -> list[str]:
     """One line per declared cause: name, kind, scope, text and how many far entries it applies to."""
     out = []
     for c in causes:
-        n = applied(c.name, far)
-        where = f"applies to {n} entr{'y' if n == 1 else 'ies'}" if n else \
+        where = _where(c, far) if applied(c.name, far) else \
             "its evidence is in the store for no entry: applies to none"
         out.append(f"`{c.name}` ({c.kind}; scope: {c.scope.describe()}): {c.text} — {where}.")
     return out
@@ -308,10 +391,6 @@ def footnotes(table_id: str, far: pd.DataFrame, causes: Sequence[Cause] = CAUSES
     """One line per declared cause whose scope names this table: how many of this table's far
     entries its evidence was found for (the cause itself: :func:`declared`)."""
     mine = far[far["table"] == table_id] if len(far) else far
-    out = []
-    for c in causes:
-        if table_id in c.scope.tables:
-            n = applied(c.name, mine)
-            out.append(f"Cause `{c.name}` ({c.kind}): " + (f"applies to {n} entr{'y' if n == 1 else 'ies'} here."
-                                                          if n else "applies to no entry here."))
-    return out
+    return [f"Cause `{c.name}` ({c.kind}): " + (f"{_where(c, mine)} here." if applied(c.name, mine)
+                                                else "applies to no entry here.")
+            for c in causes if table_id in c.scope.tables]

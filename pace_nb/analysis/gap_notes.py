@@ -4,11 +4,41 @@ its scope and the evidence it needs in :mod:`pace_nb.analysis.causes` and is sho
 """
 from __future__ import annotations
 
+from typing import Callable, Union
+
+import pandas as pd
+
+from pace_nb.analysis.paper_values import paper_values
+
+#: A footnote: its text, or a function of the table's paper values (``paper_values`` of that table) to it.
+Note = Union[str, Callable[[pd.DataFrame], str]]
+#: Datasets whose paper FedNova values the FedNova note quotes (those of them the table has).
+FEDNOVA_QUOTED: tuple[str, ...] = ("Cora", "Computers")
+
+
+def fednova_note(paper: pd.DataFrame) -> str:
+    """The FedNova note of one table, quoting that table's own paper FedNova accuracy / W-F1 on
+    :data:`FEDNOVA_QUOTED` (``paper``: the table's paper values)."""
+    nova = paper[(paper["method"] == "fednova") & (paper["variant"] == "native")]
+    vals = nova.set_index(["dataset", "metric"])["value"].to_dict()
+    quoted = [d for d in FEDNOVA_QUOTED if (d, "acc") in vals and (d, "f1_weighted") in vals]
+    cells = [f"{d} {vals[(d, 'acc')]:.2f}" + (" acc" if i == 0 else "") + f" / {vals[(d, 'f1_weighted')]:.2f}"
+             + (" W-F1" if i == 0 else "") for i, d in enumerate(quoted)]
+    return ("FedNova: full-batch local training with equal epochs (FedNova's ‖a_k‖₁ normaliser per client); the "
+            f"paper's FedNova{' (' + ', '.join(cells) + ')' if cells else ''} is near majority-class prediction. "
+            "The diagnostic `fednova_sgd` (local momentum SGD) is selectable; no cell of it is stored.")
+
+
+def render_notes(table) -> tuple[str, ...]:
+    """The footnotes of a table (:class:`~pace_nb.analysis.tables.TableDef`) as text; a note made from
+    paper values reads that table's."""
+    paper = paper_values(table.paper, table=table.table) if any(callable(n) for n in table.notes) else None
+    return tuple(n(paper) if callable(n) else n for n in table.notes)
+
+
 #: Implementation notes on the PACE paper's baseline rows (docs/DESIGN.md §12).
-PACE_BASELINE_NOTES: tuple[str, ...] = (
-    "FedNova: full-batch local training with equal epochs (FedNova's ‖a_k‖₁ normaliser per client); the "
-    "paper's FedNova (Cora 29.84 acc / 14.15 W-F1, Computers 37.13 / 20.54) is near majority-class "
-    "prediction. The diagnostic `fednova_sgd` (local momentum SGD) is selectable; no cell of it is stored.",
+PACE_BASELINE_NOTES: tuple[Note, ...] = (
+    fednova_note,
     "FedRCL: the released loss (pre-ReLU layer-1 features, hardest positive vs two hardest negatives, "
     "τ = 0.05, relaxation above 0.7); the one-round FedAvg aggregate of RCL-trained clients.",
     "FedProx: μ = 1e-3 (OpenFGL's value; `mu=0.01` selectable).",
@@ -28,8 +58,8 @@ PACE_BASELINE_NOTES: tuple[str, ...] = (
     "paper value inside the range of at least five of them is a \"mask draw\".",
 )
 #: PACE Table 12 (Dirichlet β = 0.5): the same implementation notes and the partition draw.
-PACE_DIRICHLET_NOTES: tuple[str, ...] = tuple(n for n in PACE_BASELINE_NOTES
-                                              if not n.startswith(("CiteSeer:", "Masks:"))) + (
+PACE_DIRICHLET_NOTES: tuple[Note, ...] = tuple(n for n in PACE_BASELINE_NOTES
+                                               if callable(n) or not n.startswith(("CiteSeer:", "Masks:"))) + (
     "Dirichlet: the paper reports one label-skew draw (OpenFGL's cache, an unseeded NumPy draw), ours is data "
     "seed 2024; a data seed draws each client's class mix and its masks. `configs/pace_draws.toml` stores more "
     "draws of Local and PACE: a paper value inside the range of at least five of them is a \"partition draw\".",

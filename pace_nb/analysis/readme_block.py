@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from pace_nb.analysis import causes as cz
+from pace_nb.analysis import verdicts as vd
 from pace_nb.analysis.report import PACE_MAIN_TABLES, Analysis, agreement, bound_lines
 from pace_nb.analysis.tables import full_seeds, seeds_note
 from pace_nb.core.errors import ConfigError
@@ -50,10 +51,13 @@ def _status(an: Analysis) -> list[str]:
         out[-1] += (f" Over PACE Tables 1–12, **{_pct(a['within_1'])} / {_pct(a['within_2'])} / {_pct(a['within_5'])}**"
                     f" of the {a['run']} entries run are within 1 / 2 / 5 points of the paper, and "
                     f"**{_pct(lp['within_1'])} of the {lp['run']} Local and PACE entries are within 1 point**.")
-    out += ["", "Each entry more than 2 points off is listed there with every cause shown for it — a declared cause "
-            "applied only inside its scope and where its evidence is in the store, seed noise, or the paper's value "
-            f"inside at least {cz.DRAW_CAUSE_MIN} of our stored draws — or as unexplained:", "",
-            cz.count_line(an.far)]
+    out += ["", "Each entry more than 2 points off is listed there with its status: explained by a cause shown for "
+            "it (a declared cause applied only inside its scope and where its evidence is in the store, or the "
+            f"paper's value inside at least {cz.DRAW_CAUSE_MIN} of our stored draws; an entry that reduces to "
+            f"another row — FedNova = our FedAvg, FedAux = our Local — takes that row's status), "
+            f"{cz.NOT_SIGNIFICANT} (within 2 standard errors), or unexplained. A distinct measurement is one of "
+            "our stored numbers, however many tables and rows show it:", "",
+            vd.count_line(an.far), "", vd.two_kinds_line(an.far)]
     return out
 
 

@@ -15,6 +15,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from pace_nb.analysis import causes as cz
+from pace_nb.analysis import verdicts as vd
 from pace_nb.analysis.causes import LIST_ABOVE
 from pace_nb.analysis.draws import DRAW_TABLES, DRAWS_FOLDER, data_seeds, draw_spread, split_draws
 from pace_nb.analysis.tables import NOT_RUN, build_tables, canonical_method, render_markdown
@@ -63,22 +64,24 @@ def gaps(comp: pd.DataFrame) -> pd.Series:
 
 def far_cells(table_id: str, comp: pd.DataFrame, above: float = LIST_ABOVE,
               spread: pd.DataFrame | None = None, evidence: cz.Evidence | None = None) -> pd.DataFrame:
-    """Scored, run entries with |ours − paper| > ``above`` (an upper bound: the excess), with every
-    cause that applies to that entry (:func:`~pace_nb.analysis.causes.entry_causes`: ``kinds``,
-    ``labels``) and, when ``spread`` (:func:`~pace_nb.analysis.draws.draw_spread` of ``comp``) has
-    them, the range of our means over the stored draws."""
+    """Scored, run entries with |ours − paper| > ``above`` (an upper bound: the excess), each with its
+    :func:`~pace_nb.analysis.verdicts.verdict` (``status``, the ``kinds`` that explain it, ``labels``,
+    ``text``, the ``measurement`` it shows) and, when ``spread``
+    (:func:`~pace_nb.analysis.draws.draw_spread` of ``comp``) has them, the range of our means over the
+    stored draws."""
     if spread is not None:
         comp = comp.join(spread)
     s = scored(comp)
     far = s[(s["status"] == "ok") & (gaps(s).abs() > above)] if len(s) else s
     draws = [f"{e.draw_min:.2f}–{e.draw_max:.2f} ({int(e.n_draws)})" if e.get("n_draws", 0) else ""
              for _, e in far.iterrows()]
-    found = [cz.entry_causes(table_id, e, evidence) for _, e in far.iterrows()]
+    found = [vd.verdict(table_id, e, comp, evidence) for _, e in far.iterrows()]
     return pd.DataFrame({"table": table_id, "row": far.get("row", []), "col": far.get("col", []),
                          "ours": far.get("ours_mean", []), "paper": far.get("paper_mean", []),
                          "diff": gaps(far) if len(far) else [], "draws": draws,
-                         "kinds": [tuple(dict.fromkeys(k for k, _ in f)) for f in found],
-                         "labels": [tuple(lbl for _, lbl in f) for f in found]})
+                         "status": [v.status for v in found], "kinds": [v.kinds for v in found],
+                         "labels": [v.labels for v in found], "text": [v.text() for v in found],
+                         "measurement": [v.measurement for v in found]})
 
 
 def _share(v: float | None) -> str:
@@ -153,7 +156,7 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
            f"({len(cells)} cells, {len(rows)} rows). Regenerate it with the same command; do not edit by hand.",
            f"Every registered table of both papers follows: each cell is ours (mean ± sample std over seeds) / "
            f"the paper's (ours − paper). A setting without results in the store is marked \"{NOT_RUN}\" — "
-           f"never filled in.", "", cz.count_line(far_frame), ""]
+           f"never filled in.", "", vd.count_line(far_frame), "", vd.two_kinds_line(far_frame), ""]
     # -- configs and wall time
     runs = config_runs(_concat_cells(cells, draw_cells), configs)
     out += ["## Configs in the store", "",
@@ -182,23 +185,13 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
     bounds = bound_lines(comps)
     if bounds:
         out += ["", "Upper bounds (scored by the excess over the bound only):", ""] + [f"* {b}" for b in bounds]
-    out += ["", f"### Entries off by more than {LIST_ABOVE:g} points", "",
-            "Cause: every cause shown for that entry, in a fixed order of kinds — a declared cause (the "
-            "`Cause` footnotes under the tables: each names the tables, methods, variants, datasets, partitions, "
-            "client counts and sign of the gap it is written for, and applies only where its evidence is found "
-            "in the store for that entry, quoted in brackets); \"seed noise\" when the gap is within 2 standard "
-            "errors of the difference of the two means (both seed spreads, our seed count for both); \"mask "
-            f"draw\" (Louvain, METIS) / \"partition draw\" (Dirichlet) when the paper's value lies inside the "
-            f"range of at least {cz.DRAW_CAUSE_MIN} of our stored draws of that setting (no interval beyond "
-            "them). \"unexplained\": none of these. \"Our draws\": the range of our means over the stored draws "
-            "of that setting (data seed 2024 and the cells of `configs/pace_draws.toml` in the store's `draws/` "
-            "folder) and their number.", ""]
+    out += ["", f"### Entries off by more than {LIST_ABOVE:g} points", "", vd.legend(), ""]
     if far_frame.empty:
         out.append("None among the entries run.")
     else:
-        out += _md_table(["table", "row", "column", "ours", "paper", "ours − paper", "our draws", "cause"],
+        out += _md_table(["table", "row", "column", "ours", "paper", "ours − paper", "our draws", "status: causes"],
                          [[r.table, r.row, r.col, _num(r.ours), _num(r.paper), f"{r.diff:+.2f}", r.draws or "–",
-                           "; ".join(r.labels) or cz.UNEXPLAINED] for r in far_frame.itertuples()])
+                           r.text] for r in far_frame.itertuples()])
     from pace_nb.analysis.readme_block import draws_table
 
     out += draws_table(an, level="###")
@@ -251,7 +244,7 @@ def analyse(rows: pd.DataFrame, tables: Sequence[str] | None = None,
                for tid, comp in comps.items()}
     far = [far_cells(tid, comp, spread=spreads[tid], evidence=ev) for tid, comp in comps.items()]
     return Analysis(comps, pd.concat(far, ignore_index=True) if far else
-                    pd.DataFrame(columns=["table", "kinds", "labels"]), spreads)
+                    pd.DataFrame(columns=["table", "status", "kinds", "labels", "text", "measurement"]), spreads)
 
 
 def bound_lines(comps: Mapping[str, pd.DataFrame]) -> list[str]:

@@ -23,7 +23,7 @@ from pace_nb.core.io import atomic_write_csv, atomic_write_text
 from pace_nb.analysis import spear_comparison as sc
 from pace_nb.analysis import spear_tables as st
 from pace_nb.analysis.gap_notes import (PACE_BASELINE_NOTES, PACE_DIRICHLET_NOTES, SPEAR_COMPARISON_NOTES,
-                                        SPEAR_EFFICIENCY_NOTES, SPEAR_ROBUSTNESS_NOTES)
+                                        SPEAR_EFFICIENCY_NOTES, SPEAR_ROBUSTNESS_NOTES, Note, render_notes)
 from pace_nb.analysis.paper_values import paper_values
 from pace_nb.analysis.summary import summarize
 from pace_nb.experiments.store import normalize_rows
@@ -143,7 +143,7 @@ class TableDef:
     title: str
     row: Callable[[pd.Series], str]
     col: Callable[[pd.Series], str]
-    notes: tuple[str, ...] = ()  # one line per remaining gap and its cause (docs/DESIGN.md §12), printed under the table
+    notes: tuple[Note, ...] = ()  # implementation notes printed under the table (gap_notes.render_notes)
 
 
 _ROBUST_COLS = {"edge_noise": "edges ρ=0.5", "feature_noise": "features η=0.5"}
@@ -253,12 +253,12 @@ def comparison(table_id: str, rows: pd.DataFrame | None, ours: _Ours | None = No
     out["status"] = np.where(out["ours_mean"].isna(), NOT_RUN, "ok")
     out["ours_text"] = ""
     out["bound"] = out["note"].fillna("").astype(str).str.contains(BOUND_MARK, regex=False)  # paper: an upper bound
-    if table_id == "4":  # name of our matched baseline next to the paper's (``ours`` built above)
+    if table_id == "4":  # our matched baseline (its name; ``ours_method``: whose rows) beside the paper's
         for i, e in out.iterrows():
             if e.col == "Matched":
                 m, v, n = ours.best_cnll(e.dataset, e.partition, e.beta, e.num_clients, e.metric)
                 out.loc[i, ["ours_mean", "ours_std", "n_seeds"]] = [v, math.nan, n]
-                out.loc[i, "ours_text"] = f"{method_label(m)}+CNLL" if m else ""
+                out.loc[i, ["ours_text", "ours_method"]] = [f"{method_label(m)}+CNLL" if m else "", m or ""]
         out["diff"] = out["ours_mean"] - out["paper_mean"]
         out["status"] = np.where(out["ours_mean"].isna(), NOT_RUN, "ok")
     return out.reset_index(drop=True)
@@ -335,7 +335,7 @@ def render_markdown(table_id: str, comp: pd.DataFrame) -> str:
         return head + "(no entries)\n"
     lines = ["| | " + " | ".join(grid.columns) + " |", "|---" * (len(grid.columns) + 1) + "|"]
     lines += [f"| {idx} | " + " | ".join(r) + " |" for idx, r in zip(grid.index, grid.values.tolist())]
-    notes = TABLES[table_id].notes
+    notes = render_notes(TABLES[table_id])
     tail = ("\n" + "\n".join(f"* {n}" for n in notes) + "\n") if notes else ""
     return head + "\n".join(lines) + "\n" + tail
 
@@ -355,7 +355,7 @@ def render_latex(table_id: str, comp: pd.DataFrame) -> str:
     lines = [r"\begin{table}[t]", r"\centering\scriptsize", r"\begin{tabular}{l" + "l" * len(grid.columns) + "}",
              r"\toprule", " & " + " & ".join(_tex(c) for c in grid.columns) + r" \\", r"\midrule"]
     lines += [_tex(idx) + " & " + " & ".join(_tex(c) for c in r) + r" \\" for idx, r in zip(grid.index, grid.values.tolist())]
-    notes = "".join(" " + _tex(n) for n in TABLES[table_id].notes)
+    notes = "".join(" " + _tex(n) for n in render_notes(TABLES[table_id]))
     lines += [r"\bottomrule", r"\end{tabular}",
               rf"\caption{{{_tex(TABLES[table_id].title)}. Each cell: ours / paper (ours $-$ paper).{notes}}}",
               r"\end{table}"]

@@ -37,13 +37,13 @@ def _always(ev, tid, e):
 
 
 def test_a_cause_never_attaches_outside_its_scope_or_sign():
-    cause = cz.Cause("x", "method identity", "text", cz.Scope(("1",), methods=("fedprox",), sign=-1), _always)
+    cause = cz.Cause("x", "hyperparameter", "text", cz.Scope(("1",), methods=("fedprox",), sign=-1), _always)
     inside = _entry(method="fedprox", diff=-4.0)
-    assert cz.entry_causes("1", inside, cz.Evidence(None, {}), [cause]) == [("method identity", "x (held)")]
+    assert cz.entry_causes("1", inside, cz.Evidence(None, {}), [cause]) == [("hyperparameter", "x (held)")]
     for table, e in (("1", _entry(method="fedprox", diff=4.0)), ("8", inside), ("1", _entry(diff=-4.0))):
         assert cz.entry_causes(table, e, cz.Evidence(None, {}), [cause]) == []
     # a cause whose evidence is absent does not apply, even inside its scope
-    absent = cz.Cause("y", "method identity", "text", cause.scope, lambda ev, tid, e: None)
+    absent = cz.Cause("y", "hyperparameter", "text", cause.scope, lambda ev, tid, e: None)
     assert cz.entry_causes("1", inside, cz.Evidence(None, {}), [absent]) == []
 
 
@@ -83,31 +83,37 @@ def test_the_draw_rule_is_the_range_of_at_least_five_stored_draws():
     assert cz.draw_cause(pd.Series({**e, "n_draws": 0, "draw_min": math.nan})) is None
 
 
-def test_seed_noise_is_two_standard_errors_of_the_difference():
+def test_seed_noise_is_two_standard_errors_of_the_difference_and_no_cause():
     e = _entry(method="fedgta", diff=3.0, ours_std=4.0, paper_std=3.0, n_seeds=4)
     assert cz.seed_noise(e) == pytest.approx(((16 + 9) / 4) ** 0.5)  # 2.5
-    assert cz.entry_causes("2", e, None) == [("seed noise", "seed noise (≤ 2 SE = 5.00)")]
-    assert cz.entry_causes("2", pd.Series({**e, "diff": 5.5}), None) == []
-    assert cz.entry_causes("2", pd.Series({**e, "n_seeds": 1}), None) == []  # one seed: no spread, no claim
+    assert cz.within_noise(e) == pytest.approx(5.0)
+    assert cz.entry_causes("2", e, None) == []  # not significant is not a cause
+    assert "seed noise" not in cz.KINDS and cz.NOT_SIGNIFICANT not in cz.KINDS
+    assert cz.within_noise(pd.Series({**e, "diff": 5.5})) is None
+    assert cz.within_noise(pd.Series({**e, "n_seeds": 1})) is None  # one seed: no spread, no claim
 
 
-def test_causes_are_listed_in_kind_order_and_counted_by_kind():
+def test_causes_are_listed_in_kind_order():
     later = cz.Cause("b", "hyperparameter", "t", cz.Scope(("1",)), _always)
-    first = cz.Cause("a", "method identity", "t", cz.Scope(("1",)), _always)
-    e = _entry(ours_std=4.0, paper_std=3.0, n_seeds=4, diff=3.0)
+    first = cz.Cause("a", "method identity", "t", cz.Scope(("1",)), _always, cz.Parent("fedavg"))
+    e = _entry(ours_std=4.0, paper_std=3.0, n_seeds=4, diff=3.0, n_draws=5, draw_min=29.0, draw_max=31.0)
     got = cz.entry_causes("1", e, cz.Evidence(None, {}), [later, first])
-    assert [k for k, _ in got] == ["method identity", "hyperparameter", "seed noise"]
-    far = pd.DataFrame({"table": ["1", "1", "2"], "kinds": [("method identity", "seed noise"), (), ("seed noise",)],
-                        "labels": [("a (held)", "seed noise"), (), ("seed noise",)]})
-    line = cz.count_line(far)
-    assert line == ("**Entries more than 2 points off: 3; with an entry-specific cause: 2 (method identity 1, "
-                    "seed noise 2); unexplained: 1.**")
-    assert cz.footnotes("1", far, [first]) == ["Cause `a` (method identity): applies to 1 entry here."]
+    assert [k for k, _ in got] == ["method identity", "hyperparameter", "mask draw"]
+    far = pd.DataFrame({"table": ["1", "1", "2"], "status": ["explained", "unexplained", cz.NOT_SIGNIFICANT],
+                        "labels": [("a (held)",), (), ()]})
+    assert cz.footnotes("1", far, [first]) == ["Cause `a` (method identity): applies to 1 entry (their statuses: "
+                                               "explained 1) here."]
+    assert cz.footnotes("1", far, [later]) == ["Cause `b` (hyperparameter): applies to no entry here."]
     assert cz.footnotes("2", far, [first]) == []  # Table 2 is not in its scope
 
 
 def test_declared_causes_have_known_kinds_and_scopes():
     for c in cz.CAUSES:
         assert c.kind in cz.KINDS and c.scope.tables
+        assert (c.parent is not None) == (c.kind in cz.REDUCING)  # a reduction names the row it reduces to
     with pytest.raises(ValueError):
         cz.Cause("z", "no such kind", "t", cz.Scope(("1",)), _always)
+    with pytest.raises(ValueError, match="parent"):
+        cz.Cause("z", "method identity", "t", cz.Scope(("1",)), _always)
+    with pytest.raises(ValueError, match="relation"):
+        cz.Parent("fedavg", relation="not_below")

@@ -268,3 +268,21 @@ def test_readers_take_study_and_scope_from_the_columns_not_params():
     assert gl.loc[("Cora", "edge_noise"), "ours_mean"] == pytest.approx(10.0)
     moved = T.comparison("spear-ablation", rows.assign(study="comparison")).set_index(["dataset", "variant"])
     assert moved.loc[("Cora", "full"), "status"] == "not run"  # comparison rows belong to Tab. 1/3 only
+
+
+@pytest.mark.parametrize("table", ["1", "8", "9", "11", "12"])
+def test_the_fednova_note_quotes_its_own_tables_numbers(table):
+    p = paper_values("pace", table=table, method="fednova", variant="native").set_index(["dataset", "metric"])["value"]
+    quoted = (f"(Cora {p[('Cora', 'acc')]:.2f} acc / {p[('Cora', 'f1_weighted')]:.2f} W-F1, "
+              f"Computers {p[('Computers', 'acc')]:.2f} / {p[('Computers', 'f1_weighted')]:.2f})")
+    assert f"the paper's FedNova {quoted} is near" in T.render_markdown(table, T.comparison(table, None))
+
+
+def test_the_fednova_note_from_a_hand_built_table():
+    from pace_nb.analysis.gap_notes import fednova_note
+
+    paper = pd.DataFrame({"method": ["fednova", "fednova", "fednova", "fedavg"], "variant": ["native"] * 3 + ["native"],
+                          "dataset": ["Cora", "Cora", "Computers", "Cora"],
+                          "metric": ["acc", "f1_weighted", "acc", "acc"], "value": [30.5, 15.25, 37.0, 33.0]})
+    assert "the paper's FedNova (Cora 30.50 acc / 15.25 W-F1) is near" in fednova_note(paper)  # Computers lacks W-F1
+    assert "the paper's FedNova is near" in fednova_note(paper.iloc[3:])
