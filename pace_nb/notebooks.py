@@ -28,7 +28,8 @@ from typing import Any, Iterable, Sequence
 from pace_nb import __version__
 from pace_nb.core.config import PAPER_SEEDS, repo_root, resolve_device
 from pace_nb.core.errors import ConfigError, PaceNBError, unknown
-from pace_nb.core.validation import check_clients, check_ranks, check_seeds
+from pace_nb.core.validation import check_clients, check_seeds
+from pace_nb.methods.pace.lowrank import check_ranks
 
 KERNEL = "python3"
 PACKAGE_DIR = Path(__file__).resolve().parent

@@ -125,6 +125,7 @@ def class_means_module(cls: str, name: str, style: str = "") -> str:
 
         import torch
 
+        from pace_nb.core.validation import Interval, param
         from pace_nb.methods.contract import register
         from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph, label_counts
 
@@ -138,7 +139,7 @@ def class_means_module(cls: str, name: str, style: str = "") -> str:
 
             @dataclass(frozen=True)
             class Config:
-                knn: int = 2
+                knn: int = param(2, Interval(int, 0, 100))
 
             def client_message(self, ctx, k, client):
                 x, y = client.x[client.train_mask].float(), client.y[client.train_mask].long()

@@ -1,32 +1,40 @@
-"""Declarative parameter validation, in the style of scikit-learn's ``_parameter_constraints``.
+"""Declarative parameter validation: every field of a config dataclass declares what it may hold.
 
-A config dataclass declares, once, what each field may hold::
+A config dataclass declares each field with :func:`param` — its default and its checks (any one
+of them may be satisfied), kept as the field's metadata::
 
+    @declared
     @dataclass(frozen=True)
     class TrainConfig:
-        _parameter_constraints: ClassVar[dict] = {"lr": [Interval(float, 0, None, closed="neither")]}
-        lr: float = 0.01
+        lr: float = param(0.01, Interval(float, 0, None, closed="neither"), help="learning rate")
 
         def __post_init__(self):
             validate_params(self)
 
 and every entry point (Python API, CLI, grid configs) gets the same check and the same wording:
-``TrainConfig: parameter 'lr' must be a float in (0, inf), got nan``. The helpers below cover
-the checks shared by the commands: seeds, client counts, ranks, name lists.
+``TrainConfig: parameter 'lr' must be a float in (0, inf), got nan``. The declaration itself is
+checked when the class is created (:func:`declared`; a method's ``Config`` when its class is):
+a field without a check, a misspelt metadata key, a check that is not a constraint, a default
+its own checks refuse, or a leftover ``_parameter_constraints`` dict is a ``TypeError`` at import.
+The helpers below cover the checks shared by the commands: seeds, client counts, name lists.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.limits import MAX_CLIENTS, MAX_RANK, MAX_SEEDS
+from pace_nb.core.limits import MAX_CLIENTS, MAX_SEEDS
 
 #: Seeds are non-negative integers that numpy, torch and Python's random all accept.
 MAX_SEED = 2**32 - 1
+
+
+def _bound(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
 
 
 @dataclass(frozen=True)
@@ -54,8 +62,8 @@ class Interval:
     def __str__(self) -> str:
         lb = "[" if self.closed in ("both", "left") and self.left is not None else "("
         rb = "]" if self.closed in ("both", "right") and self.right is not None else ")"
-        lo = "-inf" if self.left is None else f"{self.left:g}"
-        hi = "inf" if self.right is None else f"{self.right:g}"
+        lo = "-inf" if self.left is None else _bound(self.left)
+        hi = "inf" if self.right is None else _bound(self.right)
         return f"{'an int' if self.kind is int else 'a float'} in {lb}{lo}, {hi}{rb}"
 
 
@@ -90,6 +98,79 @@ class Is:
         return " or ".join("None" if k is type(None) else k.__name__ for k in kinds)
 
 
+@dataclass(frozen=True)
+class ListOf:
+    """A list or tuple whose every item satisfies one of ``items`` (an empty one too: a
+    ``validate()`` spanning the fields says when a list needs values)."""
+
+    items: tuple
+
+    def is_satisfied_by(self, v: Any) -> bool:
+        return isinstance(v, (list, tuple)) and all(any(c.is_satisfied_by(x) for c in self.items) for x in v)
+
+    def __str__(self) -> str:
+        return "a list of " + " or ".join(map(str, self.items))
+
+
+#: The metadata keys a config field may carry: its checks and what it means (for messages).
+CHECK, HELP = "check", "help"
+METADATA_KEYS = (CHECK, HELP)
+
+
+def param(default: Any = MISSING, *checks: Any, help: str = "", default_factory: Any = MISSING) -> Any:
+    """A config field: its default and its checks (``value`` is valid when one of them accepts
+    it), e.g. ``damping: float = param(0.5, Interval(float, 0, 1))``."""
+    meta = {CHECK: tuple(checks), HELP: help} if help else {CHECK: tuple(checks)}
+    if default_factory is not MISSING:
+        return field(default_factory=default_factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def checks_of(cls: type, name: str) -> tuple:
+    """The checks field ``name`` of config dataclass ``cls`` declares."""
+    return next(f.metadata[CHECK] for f in dataclasses.fields(cls) if f.name == name)
+
+
+def like(cls: type, name: str, default: Any = MISSING) -> Any:
+    """Field ``name`` of config ``cls`` again (its default unless given, its checks and help), for
+    a config that repeats another's parameter (SPEAR's method config, Flower's flat settings)."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return param(f.default if default is MISSING else default, *f.metadata[CHECK], help=f.metadata.get(HELP, ""))
+
+
+def check_declaration(cls: type, owner: str | None = None, also: type | None = None) -> None:
+    """Raise ``TypeError`` unless every field of dataclass ``cls`` declares valid checks (see the
+    module docstring); called when the class is created, so a bad declaration fails at import.
+    ``also``: a class holding ``cls`` (a method holding its ``Config``), refused too when it (or
+    a base) still carries a ``_parameter_constraints`` dict."""
+    owner = owner or cls.__qualname__
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{owner} must be a dataclass whose fields are declared with param(default, *checks)")
+    for klass in cls.__mro__ + (also.__mro__ if also is not None else ()):
+        if "_parameter_constraints" in vars(klass):
+            raise TypeError(f"{klass.__qualname__}._parameter_constraints: checks are declared on each field, "
+                            f"e.g. name: float = param(0.5, Interval(float, 0, 1))")
+    for f in dataclasses.fields(cls):
+        bad = sorted(set(f.metadata) - set(METADATA_KEYS))
+        if bad:
+            raise TypeError(f"{owner}.{f.name}: unknown field metadata key(s) {bad}; valid: {', '.join(METADATA_KEYS)}")
+        checks = f.metadata.get(CHECK)
+        if not checks:
+            raise TypeError(f"{owner}.{f.name} declares no check; declare it as "
+                            f"{f.name} = param(default, <checks>) (pace_nb.core.validation)")
+        if not isinstance(checks, tuple) or not all(callable(getattr(c, "is_satisfied_by", None)) for c in checks):
+            raise TypeError(f"{owner}.{f.name}: checks must be constraints (Interval, Options, Is, ListOf), got {checks!r}")
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        if default is not MISSING and not any(c.is_satisfied_by(default) for c in checks):
+            raise TypeError(f"{owner}.{f.name}: its default {default!r} is not {' or '.join(map(str, checks))}")
+
+
+def declared(cls):
+    """Class decorator (above ``@dataclass``): :func:`check_declaration` at class creation."""
+    check_declaration(cls)
+    return cls
+
+
 def check_param(owner: str, name: str, value: Any, constraints: Sequence, help: str = "") -> None:
     """Raise :class:`ConfigError` unless ``value`` satisfies one of ``constraints``.
 
@@ -101,13 +182,11 @@ def check_param(owner: str, name: str, value: Any, constraints: Sequence, help: 
     raise ConfigError(f"{owner}: parameter {name!r} must be {what}, got {value!r}{meaning}")
 
 
-def validate_params(obj: Any, constraints: Mapping[str, Sequence] | None = None) -> None:
-    """Check every field of dataclass ``obj`` against ``type(obj)._parameter_constraints``."""
-    constraints = type(obj)._parameter_constraints if constraints is None else constraints
-    owner = type(obj).__qualname__
+def validate_params(obj: Any, owner: str | None = None) -> None:
+    """Check every field of dataclass ``obj`` against the checks it declares (:func:`param`)."""
+    owner = owner or type(obj).__qualname__
     for f in dataclasses.fields(obj):
-        if f.name in constraints:
-            check_param(owner, f.name, getattr(obj, f.name), constraints[f.name], f.metadata.get("help", ""))
+        check_param(owner, f.name, getattr(obj, f.name), f.metadata[CHECK], f.metadata.get(HELP, ""))
 
 
 def config_keys(cls: type) -> set[str]:
@@ -123,17 +202,9 @@ def config_from_mapping(cls: type, values: Mapping[str, Any], where: str = "conf
     return cls(**values)
 
 
-def merged_constraints(cls: type) -> dict:
-    """``_parameter_constraints`` merged along ``cls``'s MRO (a subclass overrides its bases)."""
-    out: dict = {}
-    for klass in reversed(cls.__mro__):
-        out.update(klass.__dict__.get("_parameter_constraints", {}))
-    return out
-
-
-def build_config(owner: str, config_cls: type, hyper: Mapping[str, Any], constraints: Mapping[str, Sequence]):
+def build_config(owner: str, config_cls: type, hyper: Mapping[str, Any]):
     """``config_cls(**hyper)`` for a method's hyperparameters: unknown names and explicit ``None``
-    are a :class:`ConfigError`, then every field named in ``constraints`` is checked."""
+    are a :class:`ConfigError`, then every field is checked (:func:`validate_params`)."""
     fields = config_keys(config_cls)
     unknown = sorted(set(hyper) - fields)
     if unknown:
@@ -142,9 +213,7 @@ def build_config(owner: str, config_cls: type, hyper: Mapping[str, Any], constra
         if v is None:
             raise ConfigError(f"{owner}: parameter {k!r} is required (got None)")
     cfg = config_cls(**hyper)
-    for name, allowed in constraints.items():
-        if name in fields:
-            check_param(owner, name, getattr(cfg, name), allowed)
+    validate_params(cfg, owner)
     return cfg
 
 
@@ -184,20 +253,6 @@ def check_clients(k: Any, what: str = "number of clients", minimum: int = 1) -> 
     if int(k) > MAX_CLIENTS:
         raise ConfigError(f"{what} must be at most {MAX_CLIENTS}, got {k!r}")
     return int(k)
-
-
-def check_ranks(ranks: Iterable[Any], what: str = "ranks") -> tuple[int, ...]:
-    """Distinct carrier ranks: integers >= 1, or 0 for dense carriers."""
-    out = []
-    for r in ranks:
-        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or not 0 <= int(r) <= MAX_RANK:
-            raise ConfigError(f"{what} must be integers in [1, {MAX_RANK}] (0 = dense), got {r!r}")
-        out.append(int(r))
-    if not out:
-        raise ConfigError(f"{what}: at least one value is needed")
-    if len(set(out)) != len(out):
-        raise ConfigError(f"{what}: duplicated value(s) {_duplicated(out)}")
-    return tuple(out)
 
 
 def check_names(names: Iterable[Any], what: str) -> tuple[str, ...]:

@@ -11,7 +11,8 @@ from typing import Mapping
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.limits import MAX_CELLS, MAX_CLIENTS, MAX_ROUNDS
-from pace_nb.core.validation import check_ranks, check_seed, config_from_mapping
+from pace_nb.core.validation import check_seed, config_from_mapping
+from pace_nb.methods.pace.lowrank import check_ranks
 
 #: Largest grid config file read (a config is a few KiB; larger files are refused unread).
 MAX_CONFIG_BYTES = 1 << 20

@@ -94,6 +94,10 @@ class Adapter:
     def __init__(self, settings):
         self.settings = settings
 
+    def check_federation(self, fg) -> None:
+        """The method's checks against the federation, before any client trains
+        (:meth:`~pace_nb.methods.contract.Method.check_federation`)."""
+
     # -- client side
     def upload(self, client, meta) -> tuple[bytes, bytes | None, dict[str, Any]]:
         """Client phase → (upload bytes, bytes the node keeps for :meth:`receive`, report fields)."""
@@ -130,6 +134,11 @@ class PaceAdapter(Adapter):
 
     name = "pace"
     evaluation = "receivers"
+
+    def check_federation(self, fg):
+        from pace_nb.methods.pace.protocol import Pace
+
+        Pace(ranks=(self.settings.rank,)).check_federation(fg, self.settings.train_config)
 
     def upload(self, client, meta):
 
@@ -282,6 +291,9 @@ class OneShotAdapter(Adapter):
     def consensus(self, parsed):
         """The tensor names and their numbers of dimensions (sizes may depend on a client's data)."""
         return tuple((n, k, len(s)) for n, k, s, _ in parsed) if parsed else None
+
+    def check_federation(self, fg):
+        self.method.check_federation(fg, self.settings.train_config)
 
     def _context(self, view, local=None):
 

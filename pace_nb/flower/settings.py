@@ -10,50 +10,45 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar, Mapping
+from typing import Any, Mapping
 
 from pace_nb.core.config import PAPER_SEEDS
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.validation import Interval, validate_params
+from pace_nb.core.validation import Interval, Is, declared, like, param, validate_params
 from pace_nb.flower.adapters import method_params, resolve_method
 from pace_nb.methods.pace.protocol import PaceConfig, variant_config
 from pace_nb.methods.registry import check_method_params
 from pace_nb.methods.spear.core import SpearConfig
 from pace_nb.nn.training import TrainConfig
 
+@declared
 @dataclass(frozen=True)
 class FlowerSettings:
     """One Flower run: ``method`` on ``num_clients`` SuperNodes, one ``seed`` (PACE's run seed)."""
 
-    _parameter_constraints: ClassVar[dict] = {
-        "num_clients": [Interval(int, 1, 10_000)],
-        "seed": [Interval(int, 0, 2**32 - 1)],
-        "rank": [Interval(int, 0, None)],
-        "timeout": [Interval(float, 0.0, None, closed="neither")],
-        "min_clients": [Interval(int, 1, 10_000)],
-        "max_upload_bytes": [Interval(int, 1, None)],
-    }
-    method: str = "pace"
-    num_clients: int = 10
-    seed: int = PAPER_SEEDS[0]
-    # flat copies of the papers' configs (Flower's run_config is one flat mapping); the defaults are
-    # read from those configs, so they cannot drift from what the in-process run uses
-    rank: int = PaceConfig.rank
-    variant: str = "full"
-    spear_variant: str = "full"
-    T: int = SpearConfig.T
-    a: float = SpearConfig.a
-    gamma: float = SpearConfig.gamma
-    hidden: int = TrainConfig.hidden
-    dropout: float = TrainConfig.dropout
-    lr: float = TrainConfig.lr
-    weight_decay: float = TrainConfig.weight_decay
-    epochs: int = TrainConfig.epochs
-    device: str = "auto"
-    timeout: float = 600.0
-    min_clients: int = 1
-    max_upload_bytes: int = 256 << 20  # the server refuses a larger upload before parsing it
-    params: str = "{}"  # the hyperparameters of a method other than PACE and SPEAR, a JSON object
+    method: str = param("pace", Is(str))
+    num_clients: int = param(10, Interval(int, 1, 10_000))
+    seed: int = param(PAPER_SEEDS[0], Interval(int, 0, 2**32 - 1))
+    # flat copies of the papers' configs (Flower's run_config is one flat mapping); the defaults and
+    # checks are those configs' fields, so they cannot drift from what the in-process run uses
+    rank: int = like(PaceConfig, "rank")
+    variant: str = param("full", Is(str))
+    spear_variant: str = param("full", Is(str))
+    T: int = like(SpearConfig, "T")
+    a: float = like(SpearConfig, "a")
+    gamma: float = like(SpearConfig, "gamma")
+    hidden: int = like(TrainConfig, "hidden")
+    dropout: float = like(TrainConfig, "dropout")
+    lr: float = like(TrainConfig, "lr")
+    weight_decay: float = like(TrainConfig, "weight_decay")
+    epochs: int = like(TrainConfig, "epochs")
+    device: str = param("auto", Is(str))
+    timeout: float = param(600.0, Interval(float, 0.0, None, closed="neither"))
+    min_clients: int = param(1, Interval(int, 1, 10_000))
+    # the server refuses a larger upload before parsing it
+    max_upload_bytes: int = param(256 << 20, Interval(int, 1, None))
+    # the hyperparameters of a method other than PACE and SPEAR, a JSON object
+    params: str = param("{}", Is(str))
 
     def __post_init__(self) -> None:
         if not isinstance(self.method, str):

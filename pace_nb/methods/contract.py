@@ -11,9 +11,12 @@ estimators (the constructor only stores a validated config; learned state never 
   :data:`~pace_nb.methods.registry.GROUPS`), ``needs`` (shared inputs: ``("local",)`` = the
   matched Local models). ``labels``, ``groups``, ``colour`` and ``marker`` are not inherited:
   a subclass that is another method declares its own.
-* ``Config``: a frozen dataclass whose defaults are the paper's values, checked field by field
-  by ``_parameter_constraints`` (:mod:`pace_nb.core.validation`, merged along the class
-  hierarchy) and by :meth:`Method.validate` for checks spanning several fields. An unknown or
+* ``Config``: a frozen dataclass whose fields are declared with
+  :func:`~pace_nb.core.validation.param` (the paper's default and the field's checks; a subclass
+  Config inherits its base's fields with their checks), checked by :meth:`Method.validate` for
+  checks spanning several fields and by :meth:`Method.check_federation` against a federation
+  before any training. A field without a check (or a misspelt metadata key, or a leftover
+  ``_parameter_constraints``) is a ``TypeError`` when the class is created; an unknown or
   mistyped name is a one-line :class:`~pace_nb.core.errors.ConfigError` with the valid names.
 * :meth:`Method.run_method`: the protocol entry (:mod:`pace_nb.methods.protocol`) — result rows
   for every requested seed. Its phases, in the style of Flower strategies, belong to the
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.validation import build_config, merged_constraints
+from pace_nb.core.validation import build_config, check_declaration
 from pace_nb.methods.registry import check_method_params, register_method
 
 
@@ -49,18 +52,27 @@ class Method:
     colour: ClassVar[str] = ""
     marker: ClassVar[str] = ""
     needs: ClassVar[tuple[str, ...]] = ("local",)
-    _parameter_constraints: ClassVar[dict] = {}
 
     @dataclass(frozen=True)
     class Config:
         pass
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        check_declaration(cls.Config, f"{cls.__qualname__}.Config", also=cls)
+
     def __init__(self, **hyper: Any):
-        self.cfg = build_config(self.name, self.Config, hyper, merged_constraints(type(self)))
+        self.cfg = build_config(self.name, self.Config, hyper)
         self.validate()
 
     def validate(self) -> None:
-        """Checks beyond :attr:`_parameter_constraints`; raise ``ConfigError`` naming the bad one."""
+        """Checks spanning several fields (each field's own are declared on it); raise
+        ``ConfigError`` naming the bad one."""
+
+    def check_federation(self, fg, train_config) -> None:
+        """Checks of this configuration against the federation ``fg`` and the Local training
+        config, run by the protocol before any training (e.g. PACE's rank against the layer
+        widths); raise ``ConfigError``."""
 
     def _require(self, name: str, ok: bool, what: str) -> None:
         if not ok:

@@ -45,6 +45,8 @@ class MethodSpec:
     needs: tuple[str, ...] = ("local",)
     description: str = ""
     defaults: dict = field(default_factory=dict)
+    #: ``check(fg, train_config, params)``: the method's checks against the federation (before training)
+    check: Callable[..., None] = lambda fg, train_config, params: None
 
 
 def available_methods() -> list[str]:
@@ -57,7 +59,8 @@ def get_method(name: str) -> MethodSpec:
     entry = METHODS.get(name)
     meta = entry.meta
     return MethodSpec(entry.name, runner(entry), tuple(meta.get("needs", ("local",))), meta.get("description", ""),
-                      dict(meta.get("defaults", {})))
+                      dict(meta.get("defaults", {})),
+                      lambda fg, train_config, params: entry.obj(**params).check_federation(fg, train_config))
 
 
 def local_logits(fg, local, device="auto") -> dict[int, list]:
@@ -140,6 +143,8 @@ def run_protocol(
     fg = federation(dataset, partition=partition, num_clients=num_clients, data_seed=data_seed, beta=beta,
                     data_root=data_root) if isinstance(dataset, str) else dataset
     train_config = train_config or (local.config if local is not None else TrainConfig())
+    for spec in specs:  # e.g. an impossible PACE rank: one line before anything is trained
+        spec.check(fg, train_config, params[spec.name])
     if local is None and any("local" in s.needs for s in specs):  # before anything is allocated
         from pace_nb.core.config import resolve_device
         from pace_nb.core.limits import check_training_memory

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 import torch
@@ -27,7 +27,7 @@ from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
 from pace_nb.core.errors import ConfigError, NumericalError
-from pace_nb.core.validation import Interval, check_seeds, validate_params
+from pace_nb.core.validation import Interval, check_seeds, declared, param, validate_params
 from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_masks_, gcn_forward, init_params,
                             propagation_matrix, stack_params)
@@ -35,22 +35,16 @@ from pace_nb.nn.optim import AdamState, make_optimizer
 from pace_nb.nn.ragged import RaggedGraphs, ragged_forward, ragged_graphs
 
 
+@declared
 @dataclass(frozen=True)
 class TrainConfig:
     """Local training hyperparameters (PACE paper / OpenFGL defaults)."""
 
-    _parameter_constraints: ClassVar[dict] = {
-        "hidden": [Interval(int, 1, 1 << 16)],
-        "dropout": [Interval(float, 0.0, 1.0, closed="left")],
-        "lr": [Interval(float, 0.0, 10.0, closed="right")],
-        "weight_decay": [Interval(float, 0.0, 1.0)],
-        "epochs": [Interval(int, 1, 100_000)],
-    }
-    hidden: int = 64
-    dropout: float = 0.5
-    lr: float = 0.01
-    weight_decay: float = 5e-4
-    epochs: int = 100
+    hidden: int = param(64, Interval(int, 1, 1 << 16), help="hidden width")
+    dropout: float = param(0.5, Interval(float, 0.0, 1.0, closed="left"))
+    lr: float = param(0.01, Interval(float, 0.0, 10.0, closed="right"))
+    weight_decay: float = param(5e-4, Interval(float, 0.0, 1.0))
+    epochs: int = param(100, Interval(int, 1, 100_000))
 
     def __post_init__(self):
         validate_params(self)

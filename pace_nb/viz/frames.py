@@ -94,7 +94,7 @@ def sketch_frame(fg, local, s: int = 0, kind: str = "propagated") -> pd.DataFram
     return pd.DataFrame(recs)
 
 
-def consensus_frame(fg, local, s: int = 0, rank: int | None = 6) -> pd.DataFrame:
+def consensus_frame(fg, local, s: int = 0, rank: int = 6) -> pd.DataFrame:
     """``param, column, regmean, mean, weight``: column norms of Δ^C under RegMean (Eq. 7)
     and plain Mean, from the rank-r carriers Δ̄_i; ``weight`` = Σ_j c_j[d]."""
     from pace_nb.methods.pace.lowrank import compress, reconstruct

@@ -66,13 +66,30 @@ def test_cli_run_json(tmp_path, capsys):
     assert (tmp_path / "res").is_dir()
 
 
-def test_cli_huge_rank_reports_dense(tmp_path, capsys):
+def test_cli_rank_of_the_layer_width_reports_dense(tmp_path, capsys):
     out = tmp_path / "r.json"
-    assert main(["run", "--clients", "3", "--seeds", "104729", "--methods", "pace", "--rank", "100000",
+    assert main(["run", "--clients", "3", "--seeds", "104729", "--methods", "pace", "--rank", "64",
                  "--device", "cpu", "--no-progress", "--json", str(out)]) == 0
     assert "sent dense" in capsys.readouterr().out
     (s,) = json.loads(out.read_text())["summary"]
-    assert s["upload_ratio"] >= 100 and s["return_ratio"] >= 100 and s["rank"] == 100000
+    assert s["upload_ratio"] >= 100 and s["return_ratio"] >= 100 and s["rank"] == 64
+
+
+@pytest.mark.parametrize("rank", ["100000", "65", "2,65"])
+def test_cli_impossible_rank_is_one_line_before_training(rank, capsys, monkeypatch):
+    import pace_nb.nn.training as training
+
+    monkeypatch.setattr(training, "train_local", lambda *a, **k: pytest.fail("trained before the rank check"))
+    assert main(["run", "--clients", "3", "--seeds", "104729", "--methods", "local,pace", "--rank", rank,
+                 "--device", "cpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("pace-nb: error: PACE ranks: rank ")
+    assert "impossible" in err and "at most 64" in err
+
+
+def test_dense_has_one_spelling(capsys):
+    assert main(["run", "--no-progress", "--clients", "3", "--seeds", "1", "--rank", "dense"]) == 2
+    assert "0 for dense" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv,msg", [(["--rank", "-2"], "rank"), (["--rank", "x"], "rank"),

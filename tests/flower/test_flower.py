@@ -550,3 +550,25 @@ def test_flower_settings_defaults_are_the_papers_configs():
     s = FlowerSettings()
     assert s.train_config == TrainConfig() and s.spear_config == SpearConfig()
     assert s.pace_config == PaceConfig() and s.rank == PaceConfig().rank
+
+
+@pytest.mark.parametrize("action", ["simulate", "deploy", "export"])
+@pytest.mark.parametrize("rank,msg", [(str(10**23), "parameter 'rank' must be an int in [0, 2147483647]"),
+                                      ("65", "rank 65 is impossible")])
+def test_cli_impossible_rank_is_one_line_before_any_run(action, rank, msg, tmp_path, capsys, monkeypatch):
+    import pace_nb.flower.partitions as partitions
+    from pace_nb.cli import main
+
+    monkeypatch.setattr(partitions, "export_partitions", lambda *a, **k: pytest.fail("ran before the rank check"))
+    assert main(["flower", action, "--engine", "inprocess", "--clients", str(K), "--rank", rank,
+                 "--workdir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pace-nb: error:") and err.count("\n") == 1 and msg in err
+
+
+def test_flower_rank_is_paces_rank_field():
+    from pace_nb.core.validation import checks_of
+
+    assert checks_of(FlowerSettings, "rank") == checks_of(pace.PaceConfig, "rank") == (lowrank.RANK,)
+    with pytest.raises(ConfigError, match="'rank' must be an int"):
+        FlowerSettings(rank=10**23)

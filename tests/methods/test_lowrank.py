@@ -34,10 +34,10 @@ def test_eligibility_and_dense_fallback():
     assert [car[n].kind for n in "abcv"] == ["lowrank", "lowrank", "dense", "dense"]
     assert car["a"].rank == 6 and car["c"].rank == 0
     assert torch.equal(car["c"].reconstruct(), p["c"]) and torch.equal(car["v"].reconstruct(), p["v"])
-    assert all(c.kind == "dense" for c in lowrank.compress(p, None).values())
+    assert all(c.kind == "dense" for c in lowrank.compress(p, lowrank.DENSE).values())
 
 
-@pytest.mark.parametrize("bad", [0, -3, 1.5, "6", True])
+@pytest.mark.parametrize("bad", [None, "dense", -3, 1.5, "6", True])
 def test_bad_rank_is_config_error(bad):
     with pytest.raises(ConfigError, match="rank"):
         lowrank.compress(_gcn_like(), bad)
@@ -102,3 +102,26 @@ def test_cora_shaped_rank6_ratios_match_paper_accounting():
     up_ratio = 100 * len(lowrank.serialize(up)) / dense
     ret_ratio = 100 * len(lowrank.serialize(ret)) / dense
     assert abs(up_ratio - 12.1) < 1.5 and abs(ret_ratio - 10.3) < 1.5
+
+
+def test_check_ranks_is_the_one_rank_check():
+    assert lowrank.check_ranks([2, 0, 64], shapes=[(64, 600), (6, 64)]) == (2, 0, 64)
+    for bad in ([None], ["dense"], [True], [-1], [2**31], [2, 2], []):
+        with pytest.raises(ConfigError):
+            lowrank.check_ranks(bad)
+    with pytest.raises(ConfigError, match=r"rank 65 is impossible: .* rank at most 64"):
+        lowrank.check_ranks([6, 65], "PACE ranks", shapes=[(64, 600), (6, 64)])
+    assert lowrank.attainable_rank([(64, 600), (6, 64)]) == 64 and lowrank.attainable_rank([(3,)]) == 0
+
+
+def test_impossible_rank_is_refused_by_every_entry_before_training(monkeypatch):
+    from pace_nb.data.federation import build_federated
+    from pace_nb.methods.protocol import run_protocol
+    import pace_nb.nn.training as training
+
+    fg = build_federated("demo", num_clients=3)
+    monkeypatch.setattr(training, "train_local", lambda *a, **k: pytest.fail("trained before the rank check"))
+    with pytest.raises(ConfigError, match="rank 65 is impossible"):
+        run_protocol(fg, seeds=(1,), methods=("local", "pace"), method_params={"pace": {"ranks": (6, 65)}})
+    with pytest.raises(ConfigError, match="rank 100000 is impossible"):
+        run_protocol(fg, seeds=(1,), methods=("pace",), method_params={"pace": {"ranks": 100000}})

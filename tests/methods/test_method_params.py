@@ -5,14 +5,17 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+from dataclasses import dataclass, field
 
 import pytest
 
 from pace_nb.cli import main
 from pace_nb.core.errors import ConfigError, PaceNBError
+from pace_nb.core.validation import Interval, declared, param
 from pace_nb.experiments.grid import expand, parse_config
 from pace_nb.methods.protocol import run_protocol
-from pace_nb.methods.registry import METHODS, check_method_params, method_parameters, runner
+from pace_nb.methods.contract import Method
+from pace_nb.methods.registry import METHODS, check_method_params, method_parameters, registered, runner
 
 
 def test_parameters_are_the_runner_keywords_and_config_fields():
@@ -53,14 +56,41 @@ def test_bad_value_is_a_config_error_naming_the_parameter(name, params):
     assert key in str(err.value) or "variant" in str(err.value)
 
 
-def test_declarative_constraints_cover_the_checked_baselines():
-    for name in ("fedprox", "fednova", "fedrcl", "fedpub", "fedaux1r"):
-        cls = METHODS[name]
-        own = {f.name for f in dataclasses.fields(cls.Config)} - {"weighting"}
-        constrained = set()
-        for klass in cls.__mro__:
-            constrained |= set(klass.__dict__.get("_parameter_constraints", {}))
-        assert own <= constrained, f"{name}: fields without constraints {sorted(own - constrained)}"
+def test_every_config_field_declares_its_checks():
+    for name, cls in registered().items():
+        for f in dataclasses.fields(cls.Config):
+            assert f.metadata.get("check"), f"{name}.Config.{f.name} declares no check"
+
+
+def _method_with(config_body: dict, **attrs):
+    """Define (not register) a Method subclass whose Config has the fields of ``config_body``."""
+    config = dataclass(frozen=True)(type("Config", (), {"__annotations__": {k: float for k in config_body},
+                                                        **config_body}))
+    return type("Probe", (Method,), {"name": "probe", "Config": config, **attrs})
+
+
+def test_an_unchecked_field_is_an_error_when_the_class_is_created():
+    with pytest.raises(TypeError, match=r"Probe.Config.damping declares no check"):
+        _method_with({"damping": 0.5})
+    with pytest.raises(TypeError, match=r"unknown field metadata key\(s\) \['chek'\]"):
+        _method_with({"damping": field(default=0.5, metadata={"chek": (Interval(float, 0, 1),)})})
+    with pytest.raises(TypeError, match=r"its default 2.0 is not a float in \[0, 1\]"):
+        _method_with({"damping": param(2.0, Interval(float, 0, 1))})
+    with pytest.raises(TypeError, match="_parameter_constraints"):  # the old dict, even spelt right, is refused
+        _method_with({"damping": param(0.5, Interval(float, 0, 1))},
+                     _parameter_constraints={"dampnig": [Interval(float, 0, 1)]})
+    probe = _method_with({"damping": param(0.5, Interval(float, 0, 1))})
+    assert probe(damping=0.25).cfg.damping == 0.25
+    with pytest.raises(ConfigError, match=r"probe: parameter 'damping' must be a float in \[0, 1\], got 3"):
+        probe(damping=3)
+
+
+def test_a_standalone_config_is_checked_at_declaration():
+    with pytest.raises(TypeError, match="Settings.width declares no check"):
+        @declared
+        @dataclass(frozen=True)
+        class Settings:
+            width: int = 4
 
 
 def test_aliases_resolve_and_duplicates_are_refused():

@@ -70,14 +70,14 @@ def test_returns_are_truncated_corrections():
         assert err == pytest.approx(np.sqrt((s[2:] ** 2).sum()), rel=1e-4)
         torch.testing.assert_close(one["conv1.bias"], gam["conv1.bias"][i])
     # dense return: exactly the correction; receivers then sit on the consensus: W_L + Γ = W0 + Δ^C when Δ̄ = Δ
-    dense = lowrank.reconstruct(server_returns(d, sk, rank=None))
+    dense = lowrank.reconstruct(server_returns(d, sk, rank=0))
     for n in d:
         torch.testing.assert_close(dense[n], gam[n])
 
 
 def test_direct_return_is_shared_compressed_consensus():
     d, sk = _deltas(k=3)
-    ret = lowrank.reconstruct(server_returns(d, sk, rank=None, config=TransportConfig(ret="direct")))
+    ret = lowrank.reconstruct(server_returns(d, sk, rank=0, config=TransportConfig(ret="direct")))
     cons = consensus(d, sk)
     for n in d:
         for i in range(3):
@@ -87,7 +87,7 @@ def test_direct_return_is_shared_compressed_consensus():
     ext = external_params(local, init, ret, "direct")
     for n in d:
         torch.testing.assert_close(ext[n], (init[n] + cons[n]).expand_as(ext[n]))
-    ext_c = external_params(local, init, lowrank.reconstruct(server_returns(d, sk, rank=None)))
+    ext_c = external_params(local, init, lowrank.reconstruct(server_returns(d, sk, rank=0)))
     for n in d:  # dense correction: W_L + Γ = W0 + Δ^C for every receiver
         torch.testing.assert_close(ext_c[n], (init[n] + cons[n]).expand_as(ext_c[n]), atol=1e-5, rtol=1e-5)
 

@@ -137,7 +137,7 @@ def test_delta_spectra_and_rank_energy_match_numpy():
 def test_consensus_frame_regmean_matches_formula():
     fg = _fg()
     local = _local(fg)
-    cons = views.consensus_frame(fg, local, s=0, rank=None)
+    cons = views.consensus_frame(fg, local, s=0, rank=0)
     sk = views.sketch_frame(fg, local, s=0)
     name = "conv2.weight"
     c = sk[sk.param == name].pivot(index="client", columns="column", values="c").to_numpy()

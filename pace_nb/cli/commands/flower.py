@@ -57,7 +57,7 @@ def register(sub) -> None:
     p.add_argument("--beta", type=float, default=None, help="Dirichlet concentration (default 0.05 for dirichlet)")
     p.add_argument("--data-seed", type=int, default=2024, help="partition + masks seed (default 2024)")
     p.add_argument("--seed", type=int, default=None, help="run seed (default: the first paper seed; SPEAR has none)")
-    p.add_argument("--rank", type=int, default=6, help="PACE carrier rank (0 = dense; default 6)")
+    p.add_argument("--rank", type=int, default=6, help="PACE carrier rank (0 = dense; default 6): one of the method's ranks, one per Flower run")
     p.add_argument("--variant", default="full", help="PACE variant (default full)")
     p.add_argument("--epochs", type=int, default=100,
                    help="Local / server GCN training epochs (default 100)")
@@ -157,6 +157,9 @@ def run(args) -> int:
     settings = FlowerSettings(method=args.method, num_clients=args.clients, rank=args.rank, variant=args.variant,
                               epochs=args.epochs, timeout=args.timeout, **kw)
     fg = _federation(args)
+    from pace_nb.flower.adapters import make_adapter
+
+    make_adapter(settings).check_federation(fg)  # e.g. an impossible rank: one line before any training
     if fg.num_clients != settings.num_clients:
         from dataclasses import replace
 

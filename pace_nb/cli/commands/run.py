@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from pace_nb.cli.options import add_seeds, int_list, interrupted_note
 from pace_nb.core.config import DATA_SEED, PAPER_SEEDS
 from pace_nb.core.errors import ConfigError, unknown
-from pace_nb.core.validation import check_clients, check_names, check_ranks, check_seed, check_seeds
+from pace_nb.core.validation import check_clients, check_names, check_seed, check_seeds
 from pace_nb.cli.commands._graph import add_graph_argument, given_federation, resolve_source
 
 if TYPE_CHECKING:
@@ -27,11 +27,13 @@ if TYPE_CHECKING:
 
 
 def _ranks(text: str) -> list[int]:
+    from pace_nb.methods.pace.lowrank import check_ranks
+
     items = [t.strip() for t in str(text).split(",")]
     try:
-        ranks = [0 if t.lower() == "dense" else int(t) for t in items]
+        ranks = [int(t) for t in items]
     except ValueError:
-        raise ConfigError(f"--rank takes integers >= 1 or 'dense' (0), got {text!r}") from None
+        raise ConfigError(f"--rank takes integers >= 1, or 0 for dense, got {text!r}") from None
     return list(check_ranks(ranks, "--rank"))
 
 
@@ -45,7 +47,7 @@ def register(sub) -> None:
     p.add_argument("--beta", type=float, default=None, help="Dirichlet concentration (dirichlet partition only)")
     add_seeds(p, PAPER_SEEDS, "run seeds (initialization, dropout)")
     p.add_argument("--data-seed", type=int, default=DATA_SEED, help=f"partition/mask seed (default {DATA_SEED})")
-    p.add_argument("--rank", default="6", help="carrier rank(s), e.g. 6 or 2,4,6,8,dense (default 6)")
+    p.add_argument("--rank", default="6", help="carrier rank(s), e.g. 6 or 2,4,6,8,0 (0 = dense; default 6)")
     p.add_argument("--methods", default="local,pace", help="comma-separated methods (default local,pace)")
     p.add_argument("--variants", default="full",
                    help="PACE variants: full,transport,fixed0.5,mean,raw,direct (default full)")

@@ -35,7 +35,6 @@ from torch import Tensor
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.validation import Interval, Is, check_param, check_seeds
-from pace_nb.core.validation import Options  # noqa: F401 (re-exported for the method modules)
 from pace_nb.methods.contract import Method, make
 from pace_nb.methods.registry import check_method_params
 from pace_nb.data.federation import FederatedGraph
@@ -131,7 +130,7 @@ class FederatedMethod(Method):
     """The R-round model-exchange mechanism (a :class:`~pace_nb.methods.contract.Method`):
     FedAvg-shaped defaults for every hook. Subclasses set ``name``/``label``/``paper``/``colour``/
     ``marker``, declare hyperparameters in a frozen dataclass ``Config`` (paper defaults) with
-    ``_parameter_constraints``, and override only the hooks that differ."""
+    checks declared on each field (``param``), and override only the hooks that differ."""
 
     personalized: ClassVar[bool] = False
     #: Params keys the server aggregates (others stay with their client).

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.core.validation import Interval, Options
+from pace_nb.core.validation import Interval, Options, param
 from pace_nb.nn.gcn import effective_weight, gcn_forward, propagation_matrix
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext, FederatedMethod, mix
@@ -78,17 +78,14 @@ class FedAux(FederatedMethod):
     paper = "Zhuo et al. 2025, Personalized subgraph federated learning with differentiable auxiliary projections"
     personalized = True
     shared_keys: tuple[str, ...] = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", AUX_KEY)
-    _parameter_constraints = {"sigma": [Interval(float, 0.5, None)], "norm_scale": [Interval(float, 0, None)],
-                              "aux_weight": [Interval(float, 0, None)], "head": [Options(HEADS)],
-                              "similarity": [Options(SIMILARITIES)]}
 
     @dataclass(frozen=True)
     class Config:
-        sigma: float = 1.0
-        norm_scale: float = 10.0
-        aux_weight: float = 1.0
-        head: str = "concat"
-        similarity: str = "params"
+        sigma: float = param(1.0, Interval(float, 0.5, None))
+        norm_scale: float = param(10.0, Interval(float, 0, None))
+        aux_weight: float = param(1.0, Interval(float, 0, None))
+        head: str = param("concat", Options(HEADS))
+        similarity: str = param("params", Options(SIMILARITIES))
 
     def validate(self) -> None:
         if self.cfg.head == "concat":

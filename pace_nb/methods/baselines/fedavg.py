@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from pace_nb.methods.baselines.base import (Options, FedContext, FederatedMethod, broadcast, size_weights,
-                                           weighted_mean)
+from pace_nb.core.validation import Options, param
+from pace_nb.methods.baselines.base import FedContext, FederatedMethod, broadcast, size_weights, weighted_mean
 from pace_nb.methods.contract import register
 
 WEIGHTINGS = ("nodes", "train")
@@ -34,11 +34,9 @@ class FedAvg(FederatedMethod):
     groups = {"pace_control": 0, "multiround": 0}  # row positions in the papers' tables
     paper = "McMahan et al. 2017, Communication-efficient learning of deep networks from decentralized data"
 
-    _parameter_constraints = {"weighting": [Options(WEIGHTINGS)]}
-
     @dataclass(frozen=True)
     class Config:
-        weighting: str = "nodes"
+        weighting: str = param("nodes", Options(WEIGHTINGS))
 
     def weights(self, ctx: FedContext) -> Tensor:
         return size_weights(client_sizes(ctx, self.cfg.weighting))

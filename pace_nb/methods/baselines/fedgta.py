@@ -25,7 +25,8 @@ from torch_geometric.nn.models import LabelPropagation
 from torch_geometric.utils import degree
 
 from pace_nb.nn.training import batched_logits
-from pace_nb.methods.baselines.base import Interval, Options, FederatedMethod, mix
+from pace_nb.core.validation import Interval, Options, param
+from pace_nb.methods.baselines.base import FederatedMethod, mix
 from pace_nb.methods.contract import register
 
 MOMENT_TYPES = ("raw", "central", "hybrid")
@@ -81,20 +82,14 @@ class FedGTA(FederatedMethod):
     paper = "Li et al. 2024, FedGTA: Topology-aware averaging for federated graph learning"
     personalized = True
 
-    _parameter_constraints = {
-        "prop_steps": [Interval(int, 1, None)], "num_moments": [Interval(int, 1, None)],
-        "lp_alpha": [Interval(float, 0, 1)], "temperature": [Interval(float, 0, None, closed="neither")],
-        "moment_type": [Options(MOMENT_TYPES)], "accept_alpha": [Interval(float, -1, 1)],
-    }
-
     @dataclass(frozen=True)
     class Config:
-        prop_steps: int = 5
-        lp_alpha: float = 0.5
-        temperature: float = 20.0
-        num_moments: int = 10
-        moment_type: str = "hybrid"
-        accept_alpha: float = 0.5
+        prop_steps: int = param(5, Interval(int, 1, None))
+        lp_alpha: float = param(0.5, Interval(float, 0, 1))
+        temperature: float = param(20.0, Interval(float, 0, None, closed="neither"))
+        num_moments: int = param(10, Interval(int, 1, None))
+        moment_type: str = param("hybrid", Options(MOMENT_TYPES))
+        accept_alpha: float = param(0.5, Interval(float, -1, 1))
 
 
     @torch.no_grad()

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pace_nb.core.validation import Interval, Options
+from pace_nb.core.validation import Interval, Options, param
 from pace_nb.methods.baselines.base import FedContext, broadcast, per_seed, size_weights
-from pace_nb.methods.baselines.fedavg import FedAvg, client_sizes
+from pace_nb.methods.baselines.fedavg import WEIGHTINGS, FedAvg, client_sizes
 from pace_nb.methods.contract import register
 
 TAUS = ("steps", "train")
@@ -62,12 +62,11 @@ class FedNova(FedAvg):
     colour, marker = "#225522", "<"
     groups = {"pace_control": 2}  # row positions in the papers' tables
     paper = "Wang et al. 2020, Tackling the objective inconsistency problem in heterogeneous federated optimization"
-    _parameter_constraints = {"tau": [Options(TAUS)]}
 
     @dataclass(frozen=True)
     class Config:
-        tau: str = "steps"
-        weighting: str = "nodes"
+        tau: str = param("steps", Options(TAUS))
+        weighting: str = param("nodes", Options(WEIGHTINGS))
 
     def taus(self, ctx: FedContext) -> Tensor:
         steps = torch.full((ctx.num_clients,), float(ctx.config.epochs), dtype=torch.float64)
@@ -93,11 +92,10 @@ class FedNovaSGD(FedNova):
     name = "fednova_sgd"
     label = "FedNova-SGD"
     colour, marker = "#225522", ">"
-    _parameter_constraints = {"momentum": [Interval(float, 0, 1, closed="left")]}
 
     @dataclass(frozen=True)
     class Config(FedNova.Config):
-        momentum: float = 0.9
+        momentum: float = param(0.9, Interval(float, 0, 1, closed="left"))
 
     def plain_local(self, ctx) -> bool:
         return False

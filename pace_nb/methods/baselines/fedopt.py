@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pace_nb.methods.baselines.base import Interval, broadcast, per_seed, size_weights
-from pace_nb.methods.baselines.fedavg import FedAvg, client_sizes
+from pace_nb.core.validation import Interval, Options, param
+from pace_nb.methods.baselines.base import broadcast, per_seed, size_weights
+from pace_nb.methods.baselines.fedavg import WEIGHTINGS, FedAvg, client_sizes
 from pace_nb.methods.contract import register
 
 
@@ -38,18 +39,13 @@ class FedAdam(FedAvg):
     labels = {"spear_comparison": "FedOPT (FedAdam)"}  # SPEAR prints FedOPT
     paper = "Reddi et al. 2021, Adaptive federated optimization"
 
-    _parameter_constraints = {
-        "server_lr": [Interval(float, 0, None, closed="neither")], "beta1": [Interval(float, 0, 1, closed="left")],
-        "beta2": [Interval(float, 0, 1, closed="left")], "tau": [Interval(float, 0, None, closed="neither")],
-    }
-
     @dataclass(frozen=True)
     class Config:
-        server_lr: float = 0.01
-        beta1: float = 0.9
-        beta2: float = 0.99
-        tau: float = 1e-3
-        weighting: str = "nodes"
+        server_lr: float = param(0.01, Interval(float, 0, None, closed="neither"))
+        beta1: float = param(0.9, Interval(float, 0, 1, closed="left"))
+        beta2: float = param(0.99, Interval(float, 0, 1, closed="left"))
+        tau: float = param(1e-3, Interval(float, 0, None, closed="neither"))
+        weighting: str = param("nodes", Options(WEIGHTINGS))
 
 
     def aggregate(self, ctx, trained, stats):

@@ -19,7 +19,8 @@ from torch import Tensor
 
 from pace_nb.nn.gcn import gcn_forward
 from pace_nb.nn.training import TrainStep, _graph
-from pace_nb.methods.baselines.base import Interval, FedContext, FederatedMethod
+from pace_nb.core.validation import Interval, param
+from pace_nb.methods.baselines.base import FedContext, FederatedMethod
 from pace_nb.methods.contract import register
 
 
@@ -50,11 +51,9 @@ class FedProto(FederatedMethod):
     personalized = True
     shared_keys = ()
 
-    _parameter_constraints = {"lam": [Interval(float, 0, None)]}
-
     @dataclass(frozen=True)
     class Config:
-        lam: float = 1.0
+        lam: float = param(1.0, Interval(float, 0, None))
 
 
     def plain_local(self, ctx) -> bool:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from pace_nb.core.validation import Interval
+from pace_nb.core.validation import Interval, Options, param
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext
-from pace_nb.methods.baselines.fedavg import FedAvg
+from pace_nb.methods.baselines.fedavg import WEIGHTINGS, FedAvg
 from pace_nb.methods.contract import register
 
 
@@ -42,12 +42,11 @@ class FedProx(FedAvg):
     colour, marker = "#66CCEE", "v"
     groups = {"pace_control": 1, "multiround": 1}  # row positions in the papers' tables
     paper = "Li et al. 2020, Federated optimization in heterogeneous networks"
-    _parameter_constraints = {"mu": [Interval(float, 0, None)]}
 
     @dataclass(frozen=True)
     class Config:
-        mu: float = 1e-3
-        weighting: str = "nodes"
+        mu: float = param(1e-3, Interval(float, 0, None))
+        weighting: str = param("nodes", Options(WEIGHTINGS))
 
     def plain_local(self, ctx: FedContext) -> bool:
         return self.cfg.mu == 0

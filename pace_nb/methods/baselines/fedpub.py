@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.core.validation import Interval, Options
+from pace_nb.core.validation import Interval, Options, param
 from pace_nb.nn.gcn import WEIGHT_KEYS, effective_weight, propagation_matrix
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext, FederatedMethod, mix
@@ -116,16 +116,14 @@ class FedPub(FederatedMethod):
     paper = "Baek et al. 2023, Personalized subgraph federated learning"
     personalized = True
     #: layers: 2 (PACE's GCN) or 3 (OpenFGL's model)
-    _parameter_constraints = {**{k: [Interval(float, 0, None)] for k in ("l1", "loc_l2", "norm_scale")},
-                              "n_proxy": [Interval(int, 1, None)], "layers": [Options((2, 3))]}
 
     @dataclass(frozen=True)
     class Config:
-        l1: float = 1e-3
-        loc_l2: float = 1e-3
-        norm_scale: float = 10.0
-        n_proxy: int = 5
-        layers: int = 3
+        l1: float = param(1e-3, Interval(float, 0, None))
+        loc_l2: float = param(1e-3, Interval(float, 0, None))
+        norm_scale: float = param(10.0, Interval(float, 0, None))
+        n_proxy: int = param(5, Interval(int, 1, None))
+        layers: int = param(3, Options((2, 3)))
 
     def validate(self) -> None:
         self.shared_keys = WEIGHT_KEYS + (HEAD_KEYS if self.cfg.layers == 3 else ())

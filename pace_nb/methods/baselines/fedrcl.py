@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.core.validation import Interval
+from pace_nb.core.validation import Interval, Options, param
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext
-from pace_nb.methods.baselines.fedavg import FedAvg
+from pace_nb.methods.baselines.fedavg import WEIGHTINGS, FedAvg
 from pace_nb.methods.contract import register
 
 
@@ -65,18 +65,15 @@ class FedRCL(FedAvg):
     colour, marker = "#EE6677", ">"
     groups = {"pace_control": 3}  # row positions in the papers' tables
     paper = "Seo et al. 2024, Relaxed contrastive learning for federated learning"
-    _parameter_constraints = {"tau": [Interval(float, 0, None, closed="neither")], "threshold": [Interval(float, -1, 1)],
-                              "topk_neg": [Interval(int, 1, None)], "relax_weight": [Interval(float, 0, None)],
-                              "weight": [Interval(float, 0, None)]}
 
     @dataclass(frozen=True)
     class Config:
-        tau: float = 0.05
-        threshold: float = 0.7
-        topk_neg: int = 2
-        relax_weight: float = 1.0  # not "beta": that name is the Dirichlet β setting key of every row
-        weight: float = 1.0
-        weighting: str = "nodes"
+        tau: float = param(0.05, Interval(float, 0, None, closed="neither"))
+        threshold: float = param(0.7, Interval(float, -1, 1))
+        topk_neg: int = param(2, Interval(int, 1, None))
+        relax_weight: float = param(1.0, Interval(float, 0, None))  # not "beta": that name is the Dirichlet β setting key of every row
+        weight: float = param(1.0, Interval(float, 0, None))
+        weighting: str = param("nodes", Options(WEIGHTINGS))
 
 
     def plain_local(self, ctx) -> bool:

@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, _propagate, gcn_forward, propagation_matrix
-from pace_nb.methods.baselines.base import Interval, FedContext, broadcast, per_seed, size_weights
-from pace_nb.methods.baselines.fedavg import FedAvg, client_sizes
+from pace_nb.core.validation import Interval, Options, param
+from pace_nb.methods.baselines.base import FedContext, broadcast, per_seed, size_weights
+from pace_nb.methods.baselines.fedavg import WEIGHTINGS, FedAvg, client_sizes
 from pace_nb.methods.contract import register
 
 
@@ -144,26 +145,20 @@ class FedTAD(FedAvg):
     groups = {"pace_control": 5, "multiround": 7}  # row positions in the papers' tables
     paper = "Zhu et al. 2024, FedTAD: Topology-aware data-free knowledge distillation for subgraph FL"
 
-    _parameter_constraints = {
-        **{k: [Interval(int, 1, None)] for k in ("max_walk_length", "topk", "num_gen", "noise_dim")},
-        **{k: [Interval(int, 0, None)] for k in ("glb_epochs", "it_g", "it_d")},
-        **{k: [Interval(float, 0, None)] for k in ("lr_g", "lr_d", "lam1", "lam2")},
-    }
-
     @dataclass(frozen=True)
     class Config:
-        max_walk_length: int = 5
-        topk: int = 5
-        num_gen: int = 100
-        noise_dim: int = 32
-        glb_epochs: int = 5
-        it_g: int = 1
-        it_d: int = 5
-        lr_g: float = 1e-3
-        lr_d: float = 1e-3
-        lam1: float = 1.0
-        lam2: float = 1.0
-        weighting: str = "nodes"
+        max_walk_length: int = param(5, Interval(int, 1, None))
+        topk: int = param(5, Interval(int, 1, None))
+        num_gen: int = param(100, Interval(int, 1, None))
+        noise_dim: int = param(32, Interval(int, 1, None))
+        glb_epochs: int = param(5, Interval(int, 0, None))
+        it_g: int = param(1, Interval(int, 0, None))
+        it_d: int = param(5, Interval(int, 0, None))
+        lr_g: float = param(1e-3, Interval(float, 0, None))
+        lr_d: float = param(1e-3, Interval(float, 0, None))
+        lam1: float = param(1.0, Interval(float, 0, None))
+        lam2: float = param(1.0, Interval(float, 0, None))
+        weighting: str = param("nodes", Options(WEIGHTINGS))
 
     def prepare(self, ctx: FedContext) -> None:
         fg = ctx.fg

@@ -19,8 +19,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.nn.training import TrainStep, client_hidden
-from pace_nb.methods.baselines.base import Interval, FedContext
-from pace_nb.methods.baselines.fedavg import FedAvg
+from pace_nb.core.validation import Interval, Options, param
+from pace_nb.methods.baselines.base import FedContext
+from pace_nb.methods.baselines.fedavg import WEIGHTINGS, FedAvg
 from pace_nb.methods.contract import register
 
 
@@ -41,13 +42,11 @@ class MOON(FedAvg):
     groups = {"multiround": 3}  # row positions in the papers' tables
     paper = "Li et al. 2021, Model-contrastive federated learning"
 
-    _parameter_constraints = {"mu": [Interval(float, 0, None)], "tau": [Interval(float, 0, None, closed="neither")]}
-
     @dataclass(frozen=True)
     class Config:
-        mu: float = 1.0
-        tau: float = 0.5
-        weighting: str = "nodes"
+        mu: float = param(1.0, Interval(float, 0, None))
+        tau: float = param(0.5, Interval(float, 0, None, closed="neither"))
+        weighting: str = param("nodes", Options(WEIGHTINGS))
 
 
     def plain_local(self, ctx) -> bool:

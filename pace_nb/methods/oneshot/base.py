@@ -230,7 +230,7 @@ class OneShotContext:
 class OneShotMethod(Method):
     """The one-upload mechanism (a :class:`~pace_nb.methods.contract.Method`). Subclasses set
     ``name``/``label``/``paper``/``colour``/``marker``, a frozen ``Config`` with the original
-    paper's (or code's) defaults and ``_parameter_constraints``, and the hooks."""
+    paper's (or code's) defaults and checks on each field (``param``), and the hooks."""
 
     #: True when the client's upload is built from its matched Local model (DENSE).
     uses_local: ClassVar[bool] = False

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.core.validation import Interval
+from pace_nb.core.validation import Interval, param
 from pace_nb.methods.oneshot.base import (OneShotMethod, SyntheticGraph, allocate, label_counts,
                                           propagate_features)
 from pace_nb.methods.contract import register
@@ -74,19 +74,14 @@ class CentroidSBM(OneShotMethod):
     label = "Centroid-SBM (extra)"
     colour, marker = "#44AA99", "1"
     paper = "an extra baseline: class-wise feature centroids + code-to-code edge counts → SBM graph"
-    _parameter_constraints = {
-        "codes_per_class": [Interval(int, 1, 10_000)], "iterations": [Interval(int, 0, 10_000)],
-        "steps": [Interval(int, 0, 16)], "synthetic_nodes": [Interval(int, 1, 100_000)],
-        "noise": [Interval(float, 0.0, None)],
-    }
 
     @dataclass(frozen=True)
     class Config:
-        codes_per_class: int = 8
-        iterations: int = 20
-        steps: int = 2
-        synthetic_nodes: int = 1000
-        noise: float = 1.0
+        codes_per_class: int = param(8, Interval(int, 1, 10_000))
+        iterations: int = param(20, Interval(int, 0, 10_000))
+        steps: int = param(2, Interval(int, 0, 16))
+        synthetic_nodes: int = param(1000, Interval(int, 1, 100_000))
+        noise: float = param(1.0, Interval(float, 0.0, None))
 
     def client_message(self, ctx, k, client):
         cfg, c = self.cfg, ctx.num_classes

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.core.validation import Interval
+from pace_nb.core.validation import Interval, param
 from pace_nb.methods import metrics
 from pace_nb.methods.oneshot.base import OneShotMethod, is_binary, knn_graph, label_counts
 from pace_nb.nn.gcn import WEIGHT_KEYS, gcn_forward, propagation_matrix
@@ -138,30 +138,22 @@ class Dense(OneShotMethod):
     groups = {"oneshot": 0}  # row positions in the papers' tables
     paper = "Zhang et al. 2022, DENSE: Data-free one-shot federated learning"
     uses_local = True
-    _parameter_constraints = {
-        "epochs": [Interval(int, 0, 100_000)], "g_steps": [Interval(int, 1, 10_000)],
-        "synthesis_batch_size": [Interval(int, 2, 1_000_000)], "nz": [Interval(int, 1, 4096)],
-        "gen_hidden": [Interval(int, 1, 1 << 14)], "lr_g": [Interval(float, 0.0, 10.0, closed="right")],
-        "lr": [Interval(float, 0.0, 10.0, closed="right")], "momentum": [Interval(float, 0.0, 1.0, closed="left")],
-        "adv": [Interval(float, 0.0, None)], "bn": [Interval(float, 0.0, None)], "oh": [Interval(float, 0.0, None)],
-        "T": [Interval(float, 0.0, None, closed="neither")], "knn": [Interval(int, 0, 1000)],
-    }
 
     @dataclass(frozen=True)
     class Config:
-        epochs: int = 200
-        g_steps: int = 30
-        synthesis_batch_size: int = 256
-        nz: int = 256
-        gen_hidden: int = 128
-        lr_g: float = 1e-3
-        lr: float = 0.005
-        momentum: float = 0.9
-        adv: float = 1.0
-        bn: float = 0.0
-        oh: float = 1.0
-        T: float = 20.0
-        knn: int = 5
+        epochs: int = param(200, Interval(int, 0, 100_000))
+        g_steps: int = param(30, Interval(int, 1, 10_000))
+        synthesis_batch_size: int = param(256, Interval(int, 2, 1_000_000))
+        nz: int = param(256, Interval(int, 1, 4096))
+        gen_hidden: int = param(128, Interval(int, 1, 16_384))
+        lr_g: float = param(1e-3, Interval(float, 0.0, 10.0, closed="right"))
+        lr: float = param(0.005, Interval(float, 0.0, 10.0, closed="right"))
+        momentum: float = param(0.9, Interval(float, 0.0, 1.0, closed="left"))
+        adv: float = param(1.0, Interval(float, 0.0, None))
+        bn: float = param(0.0, Interval(float, 0.0, None))
+        oh: float = param(1.0, Interval(float, 0.0, None))
+        T: float = param(20.0, Interval(float, 0.0, None, closed="neither"))
+        knn: int = param(5, Interval(int, 0, 1000))
 
     def client_message(self, ctx, k, client):
         model = {n: ctx.local[k][n] for n in WEIGHT_KEYS}

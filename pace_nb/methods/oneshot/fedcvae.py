@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.core.validation import Interval
+from pace_nb.core.validation import Interval, param
 from pace_nb.methods.oneshot.base import (OneShotMethod, SyntheticGraph, adam_steps, allocate, is_binary, knn_graph,
                                           label_counts, load_module, mlp, module_message)
 from pace_nb.methods.contract import register
@@ -54,22 +54,16 @@ class FedCVAE(OneShotMethod):
     colour, marker = "#E69F00", "H"
     groups = {"oneshot": 1}  # row positions in the papers' tables
     paper = "Heinbaugh et al. 2023, Data-free one-shot federated learning under very high statistical heterogeneity"
-    _parameter_constraints = {
-        "latent": [Interval(int, 1, 4096)], "hidden": [Interval(int, 1, 1 << 14)],
-        "epochs": [Interval(int, 0, 100_000)], "lr": [Interval(float, 0.0, 10.0, closed="right")],
-        "beta_kl": [Interval(float, 0.0, None)], "synthetic_nodes": [Interval(int, 1, 1_000_000)],
-        "knn": [Interval(int, 0, 1000)],
-    }
 
     @dataclass(frozen=True)
     class Config:
-        latent: int = 16
-        hidden: int = 128
-        epochs: int = 200
-        lr: float = 1e-3
-        beta_kl: float = 1.0
-        synthetic_nodes: int = 1000
-        knn: int = 5
+        latent: int = param(16, Interval(int, 1, 4096))
+        hidden: int = param(128, Interval(int, 1, 16_384))
+        epochs: int = param(200, Interval(int, 0, 100_000))
+        lr: float = param(1e-3, Interval(float, 0.0, 10.0, closed="right"))
+        beta_kl: float = param(1.0, Interval(float, 0.0, None))
+        synthetic_nodes: int = param(1000, Interval(int, 1, 1_000_000))
+        knn: int = param(5, Interval(int, 0, 1000))
 
     def decoder(self, ctx, seed: int):
         return mlp([self.cfg.latent + ctx.num_classes, self.cfg.hidden, ctx.num_features], seed)

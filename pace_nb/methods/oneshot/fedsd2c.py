@@ -50,7 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.core.validation import Interval, Options
+from pace_nb.core.validation import Interval, Options, param
 from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, knn_graph
 from pace_nb.methods.oneshot.dense import kd_loss
 from pace_nb.nn.gcn import WEIGHT_KEYS, gcn_forward, propagation_matrix
@@ -138,25 +138,18 @@ class FedSD2C(OneShotMethod):
     groups = {"oneshot": 2}  # row positions in the papers' tables
     paper = "Zhang et al. 2024, One-shot federated learning via synthetic distiller-distillate communication"
     uses_local = True
-    _parameter_constraints = {
-        "mode": [Options(("full", "coreset"))], "ipc": [Interval(int, 1, 100_000)],
-        "mipc": [Interval(int, 1, 10_000_000)], "steps": [Interval(int, 0, 100_000)],
-        "lr": [Interval(float, 0.0, 10.0, closed="right")], "r_c": [Interval(float, 0.0, None)],
-        "fourier_lambda": [Interval(float, 0.0, 1.0)], "init": [Options(("fourier", "coreset", "noise"))],
-        "knn": [Interval(int, 0, 1000)],
-    }
 
     @dataclass(frozen=True)
     class Config:
-        mode: str = "full"
-        ipc: int = 10
-        mipc: int = 500
-        steps: int = 100
-        lr: float = 0.1
-        r_c: float = 0.01
-        fourier_lambda: float = 0.8
-        init: str = "fourier"
-        knn: int = 0
+        mode: str = param("full", Options(("full", "coreset")))
+        ipc: int = param(10, Interval(int, 1, 100_000))
+        mipc: int = param(500, Interval(int, 1, 10_000_000))
+        steps: int = param(100, Interval(int, 0, 100_000))
+        lr: float = param(0.1, Interval(float, 0.0, 10.0, closed="right"))
+        r_c: float = param(0.01, Interval(float, 0.0, None))
+        fourier_lambda: float = param(0.8, Interval(float, 0.0, 1.0))
+        init: str = param("fourier", Options(("fourier", "coreset", "noise")))
+        knn: int = param(0, Interval(int, 0, 1000))
 
     @property
     def variant(self) -> str:

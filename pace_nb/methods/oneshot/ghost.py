@@ -57,7 +57,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.core.validation import Interval
+from pace_nb.core.validation import Interval, param
 from pace_nb.methods.oneshot.base import OneShotMethod, adam_steps, knn_graph, load_module, module_message
 from pace_nb.nn.gcn import Params, dropout_mask, gcn_forward, propagation_matrix
 from pace_nb.methods.contract import register
@@ -188,29 +188,21 @@ class Ghost(OneShotMethod):
     colour, marker = "#EE6677", "p"
     groups = {"oneshot": 3}  # row positions in the papers' tables
     paper = "Qian et al. 2025 (ICML), GHOST: one-shot federated graph learning"
-    _parameter_constraints = {
-        "gen_steps": [Interval(int, 0, 100_000)], "gen_lr": [Interval(float, 0.0, 10.0, closed="right")],
-        "gen_weight_decay": [Interval(float, 0.0, 1.0)], "noise_dim": [Interval(int, 1, 4096)],
-        "gen_dropout": [Interval(float, 0.0, 1.0, closed="left")], "lambda_d": [Interval(float, 0.0, None)],
-        "lambda_f": [Interval(float, 0.0, None)], "fgw_alpha": [Interval(float, 0.0, 1.0)],
-        "knn": [Interval(int, 1, 1000)], "visits": [Interval(int, 0, 10_000)],
-        "visit_steps": [Interval(int, 0, 100_000)], "lambda_r": [Interval(float, 0.0, None)],
-    }
 
     @dataclass(frozen=True)
     class Config:
-        gen_steps: int = 100          # T_L
-        gen_lr: float = 0.005         # learning_rate
-        gen_weight_decay: float = 4e-4
-        noise_dim: int = 64
-        gen_dropout: float = 0.2
-        lambda_d: float = 0.05
-        lambda_f: float = 0.1         # lambda_f · f_scale
-        fgw_alpha: float = 0.5
-        knn: int = 5                  # top-k counting the node itself
-        visits: int = 3               # M
-        visit_steps: int = 5          # T_G
-        lambda_r: float = 1e-11       # lambda_r · r_scale
+        gen_steps: int = param(100, Interval(int, 0, 100_000))          # T_L
+        gen_lr: float = param(0.005, Interval(float, 0.0, 10.0, closed="right"))         # learning_rate
+        gen_weight_decay: float = param(4e-4, Interval(float, 0.0, 1.0))
+        noise_dim: int = param(64, Interval(int, 1, 4096))
+        gen_dropout: float = param(0.2, Interval(float, 0.0, 1.0, closed="left"))
+        lambda_d: float = param(0.05, Interval(float, 0.0, None))
+        lambda_f: float = param(0.1, Interval(float, 0.0, None))         # lambda_f · f_scale
+        fgw_alpha: float = param(0.5, Interval(float, 0.0, 1.0))
+        knn: int = param(5, Interval(int, 1, 1000))                  # top-k counting the node itself
+        visits: int = param(3, Interval(int, 0, 10_000))               # M
+        visit_steps: int = param(5, Interval(int, 0, 100_000))          # T_G
+        lambda_r: float = param(1e-11, Interval(float, 0.0, None))       # lambda_r · r_scale
 
     def generator(self, ctx, seed: int) -> ProxyGenerator:
         return ProxyGenerator(self.cfg.noise_dim, ctx.num_features, ctx.num_classes, self.cfg.gen_dropout, seed)

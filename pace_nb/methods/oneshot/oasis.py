@@ -66,7 +66,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.core.validation import Interval
+from pace_nb.core.validation import Interval, param
 from pace_nb.methods.oneshot.base import (OneShotMethod, is_binary, knn_graph, label_counts, load_module,
                                           mlp, module_message)
 from pace_nb.nn.gcn import WEIGHT_KEYS, gcn_forward, propagation_matrix
@@ -201,37 +201,26 @@ class Oasis(OneShotMethod):
     groups = {"oneshot": 4}  # row positions in the papers' tables
     paper = "Wan et al. 2025 (NeurIPS), OASIS: one-shot FGL via Wasserstein assisted knowledge integration"
     uses_local = True
-    _parameter_constraints = {
-        "codebook_size": [Interval(int, 1, 1 << 16)], "latent_dim": [Interval(int, 1, 1 << 14)],
-        "noise_dim": [Interval(int, 1, 4096)], "synth_hidden": [Interval(int, 1, 1 << 14)],
-        "synth_steps": [Interval(int, 0, 100_000)], "batch_nodes": [Interval(int, 2, 1_000_000)],
-        "synth_lr": [Interval(float, 0.0, 10.0, closed="right")], "commitment": [Interval(float, 0.0, None)],
-        "lambda_stat": [Interval(float, 0.0, None)], "epochs": [Interval(int, 0, 100_000)],
-        "proxy_nodes": [Interval(int, 1, 1_000_000)], "knn": [Interval(int, 0, 1000)],
-        "temperature": [Interval(float, 0.0, None, closed="neither")], "lambda_wesad": [Interval(float, 0.0, None)],
-        "lambda_code": [Interval(float, 0.0, None)], "sinkhorn_eps": [Interval(float, 0.0, None, closed="neither")],
-        "sinkhorn_iters": [Interval(int, 1, 10_000)],
-    }
 
     @dataclass(frozen=True)
     class Config:
-        codebook_size: int = 128
-        latent_dim: int = 128
-        noise_dim: int = 64
-        synth_hidden: int = 256
-        synth_steps: int = 1000
-        batch_nodes: int = 256
-        synth_lr: float = 3e-3
-        commitment: float = 0.25
-        lambda_stat: float = 1.0
-        epochs: int = 20
-        proxy_nodes: int = 1000
-        knn: int = 5
-        temperature: float = 3.0
-        lambda_wesad: float = 1.0
-        lambda_code: float = 1.0
-        sinkhorn_eps: float = 0.1
-        sinkhorn_iters: int = 50
+        codebook_size: int = param(128, Interval(int, 1, 65_536))
+        latent_dim: int = param(128, Interval(int, 1, 16_384))
+        noise_dim: int = param(64, Interval(int, 1, 4096))
+        synth_hidden: int = param(256, Interval(int, 1, 16_384))
+        synth_steps: int = param(1000, Interval(int, 0, 100_000))
+        batch_nodes: int = param(256, Interval(int, 2, 1_000_000))
+        synth_lr: float = param(3e-3, Interval(float, 0.0, 10.0, closed="right"))
+        commitment: float = param(0.25, Interval(float, 0.0, None))
+        lambda_stat: float = param(1.0, Interval(float, 0.0, None))
+        epochs: int = param(20, Interval(int, 0, 100_000))
+        proxy_nodes: int = param(1000, Interval(int, 1, 1_000_000))
+        knn: int = param(5, Interval(int, 0, 1000))
+        temperature: float = param(3.0, Interval(float, 0.0, None, closed="neither"))
+        lambda_wesad: float = param(1.0, Interval(float, 0.0, None))
+        lambda_code: float = param(1.0, Interval(float, 0.0, None))
+        sinkhorn_eps: float = param(0.1, Interval(float, 0.0, None, closed="neither"))
+        sinkhorn_iters: int = param(50, Interval(int, 1, 10_000))
 
     def _synthesizer(self, ctx, seed: int) -> Synthesizer:
         cfg = self.cfg

@@ -8,8 +8,11 @@ A *carrier* is what travels for one tensor:
   The singular values are folded into ``left``: ``(d_out + d_in)·r`` floats on the wire;
 * every other tensor (vectors, matrices whose attainable rank is ≤ r) is sent dense.
 
-``rank=None`` means "everything dense" (the rank study's *Dense* control; result rows
-store it as ``rank = 0``). A rank ``< 1`` is a :class:`~pace_nb.core.errors.ConfigError`.
+``rank = 0`` (:data:`DENSE`, the one spelling: Python, grids, the CLI, Flower and result rows)
+means "everything dense" (the rank study's *Dense* control). :func:`check_ranks` is the one check
+of PACE's ranks: a rank is an integer in ``[0, MAX_RANK]``, and, given the weight matrices it
+factorises, at most the largest rank one of them has — a larger one is impossible and is a
+:class:`~pace_nb.core.errors.ConfigError` before any training.
 
 Carriers may carry leading batch axes (e.g. all K clients of a seed, ``left [K, d_out, r]``);
 :func:`unbatch` splits them into per-model carriers for the wire.
@@ -31,15 +34,17 @@ from __future__ import annotations
 
 import json
 import struct
+from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from pace_nb.core.errors import ConfigError, DataCorruptionError
-from pace_nb.core.validation import check_ranks
+from pace_nb.core.limits import MAX_RANK
+from pace_nb.core.validation import Interval
 
 MAGIC = b"PACEMSG1"
 _LEN = struct.Struct("<I")
@@ -47,19 +52,47 @@ _LEN = struct.Struct("<I")
 Params = dict[str, Tensor]
 
 
-def check_rank(rank: int | None) -> int | None:
-    """Validate a carrier rank: ``None`` (dense) or an integer ≥ 1."""
-    if rank is None:
-        return None
-    if check_ranks([rank], "rank")[0] == 0:
-        raise ConfigError("rank must be >= 1 for a carrier (the dense control is rank=None), got 0")
-    return int(rank)
+#: The rank of the dense control (Table 5's *Dense*): every tensor travels dense.
+DENSE = 0
+#: What a carrier rank may be: :data:`DENSE` or an integer >= 1 (the Config fields' check).
+RANK = Interval(int, DENSE, MAX_RANK)
 
 
-def is_eligible(shape: tuple[int, ...] | torch.Size, rank: int | None, batch_dims: int = 0) -> bool:
+def attainable_rank(shapes: Iterable[Sequence[int]]) -> int:
+    """The largest rank of a matrix of one of ``shapes`` (``min(d_out, d_in)``, the layer width)."""
+    return max((min(s[-2:]) for s in shapes if len(s) >= 2), default=0)
+
+
+def check_ranks(ranks: Iterable[Any], what: str = "ranks", shapes: Iterable[Sequence[int]] = ()) -> tuple[int, ...]:
+    """The one check of PACE's carrier ranks: distinct integers in ``[1, MAX_RANK]`` or 0 (dense);
+    given the ``shapes`` of the weight matrices they factorise, none above :func:`attainable_rank`."""
+    out = []
+    for r in ranks:
+        if not RANK.is_satisfied_by(r):
+            raise ConfigError(f"{what} must be integers in [1, {MAX_RANK}] (0 = dense), got {r!r}")
+        out.append(int(r))
+    if not out:
+        raise ConfigError(f"{what}: at least one value is needed")
+    dup = sorted(r for r, n in Counter(out).items() if n > 1)
+    if dup:
+        raise ConfigError(f"{what}: duplicated value(s) {dup}")
+    shapes = [tuple(s) for s in shapes]
+    top = attainable_rank(shapes)
+    if shapes and max(out) > top:
+        raise ConfigError(f"{what}: rank {max(out)} is impossible: the weight matrices {shapes} have rank at most "
+                          f"{top} (the layer width); use 1..{top}, or 0 for dense")
+    return tuple(out)
+
+
+def check_rank(rank: Any) -> int:
+    """One carrier rank (see :func:`check_ranks`)."""
+    return check_ranks([rank], "rank")[0]
+
+
+def is_eligible(shape: tuple[int, ...] | torch.Size, rank: int, batch_dims: int = 0) -> bool:
     """True when a tensor of this (per-model) shape is sent as rank-r factors (Eq. 2)."""
     core = tuple(shape)[batch_dims:]
-    return rank is not None and len(core) == 2 and min(core) > rank
+    return rank != DENSE and len(core) == 2 and min(core) > rank
 
 
 def truncated_svd(mat: Tensor, rank: int) -> tuple[Tensor, Tensor]:
@@ -68,10 +101,8 @@ def truncated_svd(mat: Tensor, rank: int) -> tuple[Tensor, Tensor]:
     Computed in float64 (then cast back) so that the factors are the Eckart–Young optimum to
     float32 precision; the error is ``sqrt(Σ_{k>r} σ_k²)``.
     """
-    r = check_rank(rank)
-    if r is None:
-        raise ConfigError("truncated_svd needs a rank >= 1, got None")
-    rank = r
+    if check_rank(rank) == DENSE:
+        raise ConfigError("truncated_svd needs a rank >= 1, got 0")
     if mat.dim() < 2 or min(mat.shape[-2:]) < rank:
         raise ConfigError(f"cannot take rank-{rank} factors of a tensor of shape {tuple(mat.shape)}")
     u, s, vh = torch.linalg.svd(mat.double(), full_matrices=False)
@@ -127,17 +158,17 @@ class Carrier:
         return self.left, self.right
 
 
-def to_carrier(tensor: Tensor, rank: int | None, batch_dims: int = 0) -> Carrier:
+def to_carrier(tensor: Tensor, rank: int, batch_dims: int = 0) -> Carrier:
     """Carrier of one tensor (``P_r`` of Eq. 2/8): factors when eligible, dense otherwise."""
     rank = check_rank(rank)
     shape = tuple(tensor.shape[batch_dims:])
-    if rank is not None and is_eligible(shape, rank):
+    if is_eligible(shape, rank):
         left, right = truncated_svd(tensor, rank)
         return Carrier(shape=shape, left=left, right=right)
     return Carrier(shape=shape, dense=tensor.contiguous())
 
 
-def compress(params: Mapping[str, Tensor], rank: int | None, batch_dims: int = 0) -> dict[str, Carrier]:
+def compress(params: Mapping[str, Tensor], rank: int, batch_dims: int = 0) -> dict[str, Carrier]:
     """``P_r`` applied to every tensor of a (possibly batched) Params dict (Eq. 2)."""
     return {name: to_carrier(t, rank, batch_dims) for name, t in params.items()}
 

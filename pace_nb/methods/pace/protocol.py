@@ -14,14 +14,14 @@ lengths of those messages; ratios are relative to the dense float32 model bytes.
 Variants (Table 2): ``full`` (PACE), ``transport`` (α = 1), ``fixed0.5`` (α = 0.5), ``mean``
 (plain average + CNLL; no sketch is uploaded), ``raw`` (raw-activation sketch + CNLL),
 ``direct`` (receiver gets ``W0 + P_r(Δ^C)`` + CNLL). Rank study (Table 5): any ``rank ≥ 1``,
-``rank = 0`` is the dense control. Variants that share a transport share its computation;
+``rank = 0`` (:data:`~pace_nb.methods.pace.lowrank.DENSE`) is the dense control. Variants that share a transport share its computation;
 all share the same Local models (trained once).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any, ClassVar, Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import pandas as pd
 import torch
@@ -29,11 +29,11 @@ import torch
 from pace_nb.methods.pace import lowrank
 from pace_nb.core.config import progress as _progress
 from pace_nb.core.errors import ConfigError, unknown
-from pace_nb.core.validation import Interval, Options, check_names, check_ranks, validate_params
+from pace_nb.core.validation import Interval, Is, ListOf, Options, check_names, declared, param, validate_params
 from pace_nb.methods.evaluation import evaluate_method
 from pace_nb.methods.local import seed_positions
 from pace_nb.methods.contract import Method, register
-from pace_nb.methods.pace.lowrank import Params
+from pace_nb.methods.pace.lowrank import RANK, Params, check_ranks
 from pace_nb.methods.pace.sketch import SketchConfig, client_sketches
 from pace_nb.methods.pace.transport import TransportConfig, external_params, server_returns
 
@@ -41,33 +41,21 @@ EPS = 1e-12
 DELTA, SKETCH = "delta/", "sketch/"
 
 
+@declared
 @dataclass(frozen=True)
 class PaceConfig:
-    """PACE hyperparameters (paper defaults). ``rank = 0`` → dense carriers (Table 5 "Dense");
-    ``alpha``: "cnll" or a fixed coefficient in [0, 1]."""
+    """PACE hyperparameters (paper defaults). ``rank = 0`` (:data:`~pace_nb.methods.pace.lowrank.DENSE`)
+    → dense carriers (Table 5 "Dense"); ``alpha``: "cnll" or a fixed coefficient in [0, 1]."""
 
-    _parameter_constraints: ClassVar[dict] = {
-        "rank": [Interval(int, 0, None)],
-        "eps": [Interval(float, 0.0, 1e-3, closed="right")],
-        "consensus": [Options(("regmean", "mean"))],
-        "sketch": [Options(("propagated", "raw"))],
-        "ret": [Options(("correction", "direct"))],
-        "alpha": [Options(("cnll",)), Interval(float, 0.0, 1.0)],
-    }
-    rank: int = 6
-    eps: float = EPS
-    consensus: Literal["regmean", "mean"] = "regmean"
-    sketch: Literal["propagated", "raw"] = "propagated"
-    ret: Literal["correction", "direct"] = "correction"
-    alpha: str | float = "cnll"
+    rank: int = param(6, RANK, help="carrier rank (0 = dense)")
+    eps: float = param(EPS, Interval(float, 0.0, 1e-3, closed="right"))
+    consensus: Literal["regmean", "mean"] = param("regmean", Options(("regmean", "mean")))
+    sketch: Literal["propagated", "raw"] = param("propagated", Options(("propagated", "raw")))
+    ret: Literal["correction", "direct"] = param("correction", Options(("correction", "direct")))
+    alpha: str | float = param("cnll", Options(("cnll",)), Interval(float, 0.0, 1.0))
 
     def __post_init__(self) -> None:
         validate_params(self)
-
-    @property
-    def carrier_rank(self) -> int | None:
-        """Rank passed to :mod:`lowrank` (None = dense)."""
-        return None if self.rank == 0 else self.rank
 
     @property
     def transport_config(self) -> TransportConfig:
@@ -108,7 +96,7 @@ def variant_config(name: str, rank: int = 6, base: PaceConfig | None = None) -> 
 def upload(local: Params, init: Params, client, config: PaceConfig = PaceConfig()) -> bytes:
     """Client message: carriers of ``Δ = W_L − W0`` (Eq. 2) + sketches (Eq. 4–5), as bytes."""
     delta = {n: (local[n] - init[n]).detach().cpu().float() for n in init}
-    msg = {DELTA + n: c for n, c in lowrank.compress(delta, config.carrier_rank).items()}
+    msg = {DELTA + n: c for n, c in lowrank.compress(delta, config.rank).items()}
     if config.uses_sketch:
         from pace_nb.nn.gcn import propagation_matrix
 
@@ -173,7 +161,7 @@ def server(uploads: Sequence[bytes], config: PaceConfig = PaceConfig()) -> list[
     deltas = {n: torch.stack([p[0][n] for p in parsed]) for n in names}
     sketches = ({n: torch.stack([p[1][n] for p in parsed]) for n in parsed[0][1]}
                 if config.uses_sketch else None)
-    ret = server_returns(deltas, sketches, config.carrier_rank, config.transport_config)
+    ret = server_returns(deltas, sketches, config.rank, config.transport_config)
     return [lowrank.serialize(lowrank.unbatch(ret, i)) for i in range(len(uploads))]
 
 
@@ -229,12 +217,18 @@ class Pace(Method):
 
     @dataclass(frozen=True)
     class Config:
-        variants: Sequence[str] = ("full",)
-        ranks: Sequence[int] = (6,)
-        base: PaceConfig | None = None
+        variants: Sequence[str] = param(("full",), Is(str), ListOf((Is(str),)), help="Table 2 variants")
+        ranks: Sequence[int] = param((6,), RANK, ListOf((RANK,)), help="carrier ranks (0 = dense)")
+        base: PaceConfig | None = param(None, Is((PaceConfig, type(None))))
 
     def validate(self) -> None:
         variant_configs(self.cfg.variants, self.cfg.ranks, self.cfg.base)
+
+    def check_federation(self, fg, train_config) -> None:
+        """A rank above the layer width it factorises is impossible: refused before any training."""
+        shapes = [(train_config.hidden, fg.num_features), (fg.num_classes, train_config.hidden)]
+        check_ranks(self.cfg.ranks if isinstance(self.cfg.ranks, (list, tuple)) else [self.cfg.ranks],
+                    "PACE ranks", shapes)
 
     def run(self, fg, local, *, seeds=None, device="auto", progress=True, local_logits=None, train_config=None):
         return run_pace(fg, local, seeds=seeds, device=device, progress=progress, local_logits=local_logits,

@@ -14,7 +14,7 @@ stacked on a leading client axis, and per-layer sketches ``c_j [K, d_in]`` (Eq. 
   (Eq. 8); the receiver builds ``W_E = W_L + Γ̂_i`` (Eq. 9).
 * "direct" return (ablation): every receiver gets the same compressed consensus
   ``P_r(Δ^C)`` and builds ``W_E = W0 + P_r(Δ^C)`` ("returning a compressed consensus as a
-  replacement", paper §3); with ``rank=None`` this is exactly ``W0 + Δ^C``.
+  replacement", paper §3); with ``rank = 0`` (dense) this is exactly ``W0 + Δ^C``.
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def corrections(cons: Mapping[str, Tensor], deltas: Mapping[str, Tensor]) -> Par
 def server_returns(
     deltas: Mapping[str, Tensor],
     sketches: Mapping[str, Tensor] | None,
-    rank: int | None,
+    rank: int,
     config: TransportConfig = TransportConfig(),
 ) -> dict[str, Carrier]:
     """Per-receiver return carriers, batched over K: ``P_r(Γ_i)`` or (direct) ``P_r(Δ^C)``."""

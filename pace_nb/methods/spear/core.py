@@ -21,15 +21,14 @@ of the local prototypes of each class; ``no_both`` = T = 0 and count-weighted pr
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from pace_nb.core.errors import ConfigError, unknown
-from pace_nb.core.validation import Interval, validate_params
+from pace_nb.core.validation import Interval, declared, param, validate_params
 from pace_nb.core.schema import SPEAR_VARIANT_LABELS
 
 #: Server aggregation modes: calibrated (Eq. shrinkage), naive unweighted mean, pooled counts.
@@ -45,18 +44,14 @@ VARIANTS: dict[str, tuple[bool, str]] = {
 VARIANT_LABELS = SPEAR_VARIANT_LABELS
 
 
+@declared
 @dataclass(frozen=True)
 class SpearConfig:
     """SPEAR hyperparameters (paper defaults): T PPR steps, propagation weight a, shrinkage γ."""
 
-    _parameter_constraints: ClassVar[dict] = {
-        "T": [Interval(int, 0, 64)],  # a0^T weights vanish long before 64 steps
-        "a": [Interval(float, 0.0, 1.0, closed="left")],
-        "gamma": [Interval(float, 0.0, None, closed="neither")],
-    }
-    T: int = field(default=2, metadata={"help": "PPR steps"})
-    a: float = field(default=0.5, metadata={"help": "propagation weight"})
-    gamma: float = field(default=0.1, metadata={"help": "shrinkage strength"})
+    T: int = param(2, Interval(int, 0, 64), help="PPR steps")  # a0^T weights vanish long before 64 steps
+    a: float = param(0.5, Interval(float, 0.0, 1.0, closed="left"), help="propagation weight")
+    gamma: float = param(0.1, Interval(float, 0.0, None, closed="neither"), help="shrinkage strength")
 
     def __post_init__(self):
         validate_params(self)

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from pace_nb.core.validation import check_names
+from pace_nb.core.validation import Is, ListOf, check_names, like, param
 from pace_nb.core.errors import unknown
 from pace_nb.methods.contract import Method, register
 from pace_nb.methods.spear.core import VARIANTS, SpearConfig
@@ -39,10 +39,10 @@ class Spear(Method):
 
     @dataclass(frozen=True)
     class Config:
-        T: int = SpearConfig.T
-        a: float = SpearConfig.a
-        gamma: float = SpearConfig.gamma
-        variants: Sequence[str] = ("full",)
+        T: int = like(SpearConfig, "T")
+        a: float = like(SpearConfig, "a")
+        gamma: float = like(SpearConfig, "gamma")
+        variants: Sequence[str] = param(("full",), Is(str), ListOf((Is(str),)), help="Tab. 4 variants")
 
     def validate(self) -> None:
         self.spear_config()
