@@ -90,6 +90,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from pace_nb.core.validation import Interval, Is
+from pace_nb.core.validation import param
 from pace_nb.methods.contract import Method, register
 from pace_nb.methods.evaluation import federation_fields, make_row
 
@@ -104,9 +106,9 @@ class HostileProbe(Method):
 
     @dataclass(frozen=True)
     class Config:
-        mode: str = "ok"
-        column: str = "acc"
-        value: float = 50.0
+        mode: str = param("ok", Is(str))
+        column: str = param("acc", Is(str))
+        value: float = param(50.0, Is((int, float)))
 
         def __post_init__(self):
             if self.mode == "bad-config":

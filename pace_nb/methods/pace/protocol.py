@@ -121,7 +121,7 @@ def upload_layout(num_features: int, num_classes: int, hidden: int, config: Pace
     w0 = init_params(int(num_features), int(num_classes), int(hidden), 0)
     carriers = {DELTA + n: lowrank.Carrier(shape=tuple(v.shape), left=torch.empty(v.shape[0], r),
                                            right=torch.empty(v.shape[1], r))
-                if (r := config.carrier_rank) is not None and lowrank.is_eligible(tuple(v.shape), r)
+                if lowrank.is_eligible(tuple(v.shape), r := config.rank)
                 else lowrank.Carrier(shape=tuple(v.shape), dense=v) for n, v in w0.items()}
     if config.uses_sketch:
         from pace_nb.methods.pace.sketch import weight_names
