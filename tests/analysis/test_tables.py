@@ -176,6 +176,21 @@ def test_rows_rebuilt_from_csv_are_lines_of_the_paper(table, blocks):
             assert line in lines, line
 
 
+def test_cli_prints_the_tables_and_writes_to_the_current_folder_only(tmp_path, monkeypatch, capsys):
+    store = ResultsStore(tmp_path / "res")
+    store.append(make_rows(num_clients=10), cell_key="c")
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert main(["tables", "--results", str(tmp_path / "res"), "--tables", "1,spear-ablation"]) == 0
+    out = capsys.readouterr().out
+    after = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if "here" not in p.parts)
+    assert after == before  # nothing written beside (or into) the store that was read
+    for tid in ("1", "spear-ablation"):  # each table itself is printed, as its markdown file holds it
+        md = (tmp_path / "here" / "figures" / "tables" / f"table_{tid}.md").read_text(encoding="utf-8")
+        assert md.strip() in out and md.count("\n") > 5
+
+
 def test_spear_robustness_tables_split_by_scope_and_carry_notes():
     rows = []
     for seed in (0, 1):
