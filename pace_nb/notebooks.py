@@ -287,16 +287,21 @@ def _failure(path: Path, output: Path, exc) -> NotebookFailed:
 @functools.cache
 def _kernel_manager() -> dict:
     """Kernel over IPC sockets where the OS has them (POSIX): nothing travels over TCP and the
-    kernel does not warn about unencrypted TCP on every notebook."""
-    if os.name != "posix":
-        return {}
+    kernel does not warn about unencrypted TCP on every notebook. Shut down without the SIGINT
+    jupyter_client sends first: papermill shuts a kernel down when its notebook is done, and the
+    interrupt only made the kernel log "KeyboardInterrupt caught in kernel" on the terminal (the
+    shutdown request itself travels on the control channel, which a busy kernel answers too)."""
     from jupyter_client.manager import AsyncKernelManager
 
-    class IPCKernelManager(AsyncKernelManager):
+    class QuietKernelManager(AsyncKernelManager):
         def __init__(self, **kw):
-            super().__init__(transport="ipc", **kw)
+            super().__init__(**({"transport": "ipc"} if os.name == "posix" else {}), **kw)
 
-    return {"kernel_manager_class": IPCKernelManager}
+        async def _async_interrupt_kernel(self) -> None:
+            if not self.shutting_down:  # a timeout's interrupt still goes through
+                await super()._async_interrupt_kernel()
+
+    return {"kernel_manager_class": QuietKernelManager}
 
 
 def execute_notebook(path: Path, output: Path, parameters: dict, timeout: int = 900, recompute: bool = False) -> None:

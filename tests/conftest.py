@@ -14,7 +14,8 @@ os.environ.setdefault("PACE_NB_PROGRESS", "0")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 DATA_ROOT = Path(os.environ["PACE_NB_DATA"]) if os.environ.get("PACE_NB_DATA") else None
-GOLDEN = ROOT.parent / "shared" / "golden"
+#: small files the tests check against, versioned with them (tests/fixtures/README.md says where each comes from)
+FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def has_dataset(folder: str) -> bool:

@@ -115,9 +115,11 @@ def test_public_api():
 
 def test_tests_are_laid_out_like_the_package():
     """tests/<subpackage>/ holds the tests of pace_nb/<subpackage>/; the top level keeps the
-    whole-project tests (architecture, notebooks, packaging, the newcomer's walk, the browser)."""
+    whole-project tests (architecture, notebooks, packaging, the newcomer's walk, the browser) and
+    ``fixtures/``, the small files some tests check against."""
     tests = Path(__file__).resolve().parent
-    folders = sorted(p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+    folders = sorted(p.name for p in tests.iterdir()
+                     if p.is_dir() and not p.name.startswith((".", "__")) and p.name != "fixtures")
     assert folders and all((PKG / name / "__init__.py").is_file() for name in folders), folders
     names = [p.name for p in tests.rglob("test_*.py")]
     assert len(names) == len(set(names)), "two test modules share a name"

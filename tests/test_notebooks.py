@@ -259,6 +259,38 @@ def test_kernels_talk_over_ipc_not_tcp():
     assert km.transport == "ipc"
 
 
+def test_kernel_shut_down_without_a_sigint_interrupted_on_request():
+    """papermill shuts each kernel down when its notebook is done: no SIGINT first (the kernel logged
+    "KeyboardInterrupt caught in kernel" for it); an interrupt asked for (a cell's timeout) is still sent."""
+    import asyncio
+    import signal
+
+    km = nbr._kernel_manager()["kernel_manager_class"](kernel_name=nbr.KERNEL)
+    sent: list[int] = []
+    signal_kernel = km._async_signal_kernel
+
+    async def spy(signum):
+        sent.append(signum)
+        await signal_kernel(signum)
+
+    km._async_signal_kernel = spy
+
+    async def session():
+        await km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=120)
+            await km.interrupt_kernel()  # on request: sent
+            assert sent == [signal.SIGINT]
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel()
+
+    asyncio.run(session())
+    assert sent == [signal.SIGINT] and not km.has_kernel  # the shutdown sent none
+
+
 @pytest.mark.slow
 def test_your_graph_notebook_runs_on_a_graph_file(tmp_path):
     """07 on a user's file (a CSV folder with its own clients), not the example it writes itself."""

@@ -54,3 +54,5 @@ def test_wheel_contains_every_data_file(tmp_path):
     assert _data_files() - names == set()
     py = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py")}
     assert py - names == set()  # every subpackage is found by [tool.setuptools.packages.find]
+    configs = {f"pace_nb/configs/{p.name}" for p in (ROOT / "configs").glob("*.toml")}
+    assert configs and configs - names == set()  # the shipped grid configs: `pace-nb grid quick` from a wheel

@@ -27,7 +27,8 @@ pace_nb — one-shot federated graph learning, reproducible from the command lin
   pace-nb tables                   the papers' tables, ours beside the paper's values
   pace-nb report                   REPRODUCTION.md: every table, agreement with the papers, run times
   pace-nb figures [--quick]        execute every notebook with papermill; figures to figures/
-  pace-nb flower simulate|deploy   PACE, SPEAR or a one-shot baseline as Flower apps
+  pace-nb flower simulate|deploy|export
+                                   PACE, SPEAR or a one-shot baseline as Flower apps (or their files)
 
 Run `pace-nb COMMAND --help` for each command's options. Defaults are the papers' values.
 """

@@ -118,10 +118,28 @@ def results_dir(path: str | os.PathLike | None = None, create: bool = True) -> P
         from pace_nb.core.errors import ConfigError
 
         if not p.is_dir():
-            raise ConfigError(f"results folder {p} does not exist (run `pace-nb grid CONFIG --results {p}` first)"
-                              if not p.exists() else f"results folder {p} is not a folder")
+            shipped = "" if shipped_results_dir() is not None else f"; {SHIPPED_HINT}"
+            raise ConfigError(f"results folder {p} does not exist (run `pace-nb grid CONFIG --results {p}` first"
+                              f"{shipped})" if not p.exists() else f"results folder {p} is not a folder")
         return p
     return ensure_dir(p, "results folder", "; pass --results DIR or set $PACE_NB_RESULTS")
+
+
+def configs_dir() -> Path:
+    """The shipped grid configs: the checkout's ``configs/``, else the copy in the installed package
+    (``pace_nb/configs``, a link to ``configs/`` in the checkout that the wheel carries as files)."""
+    root = repo_root()
+    return root / "configs" if root is not None and (root / "configs").is_dir() else Path(__file__).resolve().parents[1] / "configs"
+
+
+def shipped_configs() -> dict[str, Path]:
+    """Name (``quick``) → path of every shipped grid config."""
+    d = configs_dir()
+    return {p.stem: p for p in sorted(d.glob("*.toml"))} if d.is_dir() else {}
+
+
+#: where the shipped store is when this package is not run from a checkout (readers' one-line errors)
+SHIPPED_HINT = "the shipped store is the folder results/ of a clone of the repository: pass --results <clone>/results"
 
 
 def shipped_results_dir() -> Path | None:
@@ -173,6 +191,15 @@ def user_store_in_use(path: str | os.PathLike | None = None) -> Path | None:
     user = _default_dir("results")
     art = user / "artifacts"
     return user if holds_cells(user) or (art.is_dir() and any(art.iterdir())) else None
+
+
+def store_label(path: str | os.PathLike) -> str:
+    """A store as reports name it when the user did not: its path inside the checkout (``results/``,
+    so a committed report names no machine path), else the path itself."""
+    root, checkout = Path(path), repo_root()
+    if checkout is not None and root.resolve().is_relative_to(checkout.resolve()):
+        return f"{root.resolve().relative_to(checkout.resolve()).as_posix()}/"
+    return str(root)
 
 
 def store_note(path: str | os.PathLike | None = None) -> str:

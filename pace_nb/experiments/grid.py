@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from pace_nb.core.config import DATA_SEED, PAPER_SEEDS
+from pace_nb.core.config import DATA_SEED, PAPER_SEEDS, shipped_configs
 from pace_nb.core.errors import ConfigError, PaceNBError
 from pace_nb.core.io import NotRegularFileError, read_regular_bytes
 from pace_nb.experiments import preflight, values as V
@@ -68,9 +68,20 @@ class GridConfig:
         return ConfigError(f"{self.path}:{line}: {msg}" if line else f"{self.path}: {msg}")
 
 
-def load_config(path: str | Path) -> GridConfig:
-    """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``) grid config; validation is separate."""
+def config_path(path: str | Path) -> Path:
+    """``path`` when it exists, else the shipped config it names — ``quick``, ``quick.toml`` or
+    ``configs/quick.toml`` (:func:`~pace_nb.core.config.shipped_configs`: the checkout's ``configs/``,
+    or the copy in the installed package, so a README command works outside a checkout too)."""
     path = Path(path)
+    if path.exists() or path.suffix not in ("", ".toml") or path.parent not in (Path("."), Path("configs")):
+        return path
+    return shipped_configs().get(path.stem if path.suffix else path.name, path)
+
+
+def load_config(path: str | Path) -> GridConfig:
+    """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``) grid config (a path, or the name of a shipped
+    config: :func:`config_path`); validation is separate."""
+    path = config_path(path)
     if path.is_dir():
         raise ConfigError(f"grid config {path} is a folder; give a .toml or .yaml file (see configs/)")
     try:
@@ -79,7 +90,7 @@ def load_config(path: str | Path) -> GridConfig:
                               f"{V.MAX_CONFIG_BYTES:,} a config may have")
         text = read_regular_bytes(path).decode("utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"grid config {path} not found") from None
+        raise ConfigError(f"grid config {path} not found (shipped configs: {', '.join(shipped_configs()) or 'none'})") from None
     except NotRegularFileError:
         raise ConfigError(f"grid config {path} is not a regular file (a FIFO or device); give a .toml or .yaml file") from None
     except UnicodeDecodeError as exc:

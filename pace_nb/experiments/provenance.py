@@ -7,13 +7,14 @@ none and are reported as "not recorded" (:func:`commit_label`), never guessed.
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 #: Fields of a provenance record (every one present; ``None`` when it could not be read).
 FIELDS: tuple[str, ...] = ("package_version", "git_commit", "git_dirty", "torch", "torch_geometric", "numpy",
-                           "device", "threads")
+                           "device", "threads", "cpus")
 NOT_RECORDED = "not recorded"
 
 
@@ -50,7 +51,8 @@ def _version(module: str) -> str | None:
 def provenance(device: Any = "auto") -> dict[str, Any]:
     """The provenance of a cell computed now in this process on ``device`` (``"auto"`` resolved as
     :func:`~pace_nb.core.config.resolve_device` does): package version, git commit and dirtiness of
-    the source checkout, torch / PyG / NumPy versions, the device and torch's intra-op thread count."""
+    the source checkout, torch / PyG / NumPy versions, the device, torch's intra-op thread count and
+    the CPUs this process may run on."""
     import torch
 
     import pace_nb
@@ -63,7 +65,36 @@ def provenance(device: Any = "auto") -> dict[str, Any]:
         dev = str(device) if device is not None else None
     return {"package_version": pace_nb.__version__, "git_commit": commit, "git_dirty": dirty,
             "torch": torch.__version__, "torch_geometric": _version("torch_geometric"), "numpy": _version("numpy"),
-            "device": dev, "threads": int(torch.get_num_threads())}
+            "device": dev, "threads": int(torch.get_num_threads()), "cpus": _cpus()}
+
+
+def _cpus() -> int | None:
+    """The CPUs this process may run on (its affinity where the OS has one, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def machine_label(record: Mapping[str, Any] | None) -> str:
+    """``"cpu (2 CPUs), 1 thread"`` of a manifest's provenance: what its device and thread count (and,
+    in newer manifests, the CPUs the process had) record; :data:`NOT_RECORDED` for a cell without one."""
+    if not record or record.get("device") is None:
+        return NOT_RECORDED
+    cpus, threads = record.get("cpus"), record.get("threads")
+    return (f"{record['device']}" + (f" ({cpus} CPU{'s' if cpus != 1 else ''})" if cpus else "")
+            + (f", {threads} thread{'s' if threads != 1 else ''}" if threads is not None else ""))
+
+
+def machines(records: Iterable[Mapping[str, Any] | None]) -> str:
+    """One phrase for the machines a store's cells record: each :func:`machine_label` with its cell
+    count, most cells first (``"cpu, 1 thread (180 cells); not recorded (37 cells)"``)."""
+    counts: dict[str, int] = {}
+    for r in records:
+        label = machine_label(r if isinstance(r, Mapping) else None)
+        counts[label] = counts.get(label, 0) + 1
+    order = sorted(counts, key=lambda k: (k == NOT_RECORDED, -counts[k], k))
+    return "; ".join(f"{k} ({counts[k]} cell{'s' if counts[k] != 1 else ''})" for k in order) or "no cells"
 
 
 def commit_label(record: Mapping[str, Any] | None) -> str:

@@ -74,6 +74,7 @@ class RayOptions:
     max_retries: int = 2            # Ray-level: re-run a task whose worker process died
     app_retries: int = 1            # application-level: resubmit a cell that raised
     connect_timeout: float = 30.0   # seconds to join a cluster (the TCP probe: at most 5 s)
+    startup_timeout: float = 120.0  # seconds a local runtime may take to start (Ray waits 30 s per try)
     device: str = "auto"            # device of cells that do not name one themselves
 
     def __post_init__(self):
@@ -87,6 +88,8 @@ class RayOptions:
             raise ConfigError("max_retries and app_retries must be >= 0")
         if not self.connect_timeout > 0:
             raise ConfigError(f"connect_timeout must be > 0 seconds, got {self.connect_timeout}")
+        if not self.startup_timeout > 0:
+            raise ConfigError(f"startup_timeout must be > 0 seconds, got {self.startup_timeout}")
 
 
 def require_ray():
@@ -176,6 +179,14 @@ def _init_bounded(ray, timeout: float, hint: str = "", **kw) -> None:
         raise ConfigError(f"cannot join the Ray cluster at {address}: {msg}{hint}") from None
 
 
+def load_note() -> str:
+    """``"load average 5.2 on 2 CPUs"``: how busy this machine is (what a failed start-up names)."""
+    try:
+        return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs: is the machine overloaded?"
+    except (AttributeError, OSError):
+        return "is the machine overloaded?"
+
+
 def connect(options: RayOptions) -> bool:
     """Connect this process to Ray as ``options`` says; True when it started the runtime.
 
@@ -189,17 +200,18 @@ def connect(options: RayOptions) -> bool:
                   namespace="pace_nb")
     if kind == "local":
         ncpu = int(options.workers or os.cpu_count() or 1) * options.cpus_per_task
-        for attempt in (1, 2):  # Ray gives its raylet a fixed 30 s: retry once on a busy machine
+        start = time.monotonic()
+        while True:  # Ray gives its raylet a fixed 30 s: try again until startup_timeout on a busy machine
             try:
                 with _loopback_only(ray):
                     ray.init(address="local", num_cpus=max(1, int(ncpu)), **common)
                 return True
             except Exception as exc:  # Ray raises a bare Exception here
                 ray.shutdown()
-                if attempt == 2:
-                    msg = " ".join(str(exc).split())[:200]
-                    raise ConfigError(f"the local Ray runtime did not start ({msg}); is the machine overloaded? "
-                                      "see session_latest/logs in Ray's temporary folder") from None
+                if time.monotonic() - start >= options.startup_timeout:
+                    raise ConfigError(f"the local Ray runtime did not start within {options.startup_timeout:g} s "
+                                      f"({' '.join(str(exc).split())[:200]}); {load_note()}; see "
+                                      "session_latest/logs in Ray's temporary folder") from None
     if kind in ("gcs", "client"):
         probe(host, port, min(options.connect_timeout, 5.0))
     if kind == "client":

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from fake_results import make_rows
-from pace_nb.analysis import report
+from pace_nb.analysis import report, store_readme
 from pace_nb.analysis.paper_values import paper_values
 from pace_nb.core import config
 from pace_nb.core.errors import ConfigError
@@ -60,7 +60,7 @@ def test_report_from_fake_store(tmp_path):
     assert len(far) == 2 and "+3.00" in far[0] and "-6.00" in far[1]
     assert "not run" in text and "store/" in text
     assert text == report.build_report(store.load(), store.cells(), configs, store_label="store/", tables=["1", "2"])
-    readme = report.store_readme(store.cells(), configs, store_label="store/")
+    readme = store_readme.store_readme(store.cells(), configs, store_label="store/")
     assert "| `cfg` | 1 / 2 | 12 |" in readme and "| `k2` |  | not run | – |" in readme
 
 
@@ -119,7 +119,7 @@ def test_committed_report_matches_the_shipped_store():
     text = report.report_from_store(ResultsStore(ROOT / "results", create=False), sorted((ROOT / "configs").glob("*.toml")))
     committed = (ROOT / "REPRODUCTION.md").read_text(encoding="utf-8")
     assert committed == text, "REPRODUCTION.md is stale: run `pace-nb report --store-readme` and commit it"
-    readme = report.readme_from_store(ResultsStore(ROOT / "results", create=False), sorted((ROOT / "configs").glob("*.toml")))
+    readme = store_readme.readme_from_store(ResultsStore(ROOT / "results", create=False), sorted((ROOT / "configs").glob("*.toml")))
     assert (ROOT / "results" / "README.md").read_text(encoding="utf-8") == readme
 
 
@@ -137,6 +137,35 @@ def test_report_command_writes_and_checks(tmp_path, capsys):
     assert main(args + ["--check"]) == 1
     assert main(["report", "--results", str(tmp_path / "nope"), "--out", str(tmp_path / "R2.md")]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "R2.md").exists()
+
+
+def test_a_users_report_names_the_store_as_given_and_the_machines_its_manifests_record(tmp_path, monkeypatch):
+    from pace_nb.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    rec = {"device": "cuda:0", "threads": 4, "cpus": 16}
+    store = ResultsStore(tmp_path / "data" / "results")
+    store.append(_table1_rows(OFFSETS), cell_key="k1", seconds=3.0, provenance=rec)
+    store.append(make_rows(dataset="CiteSeer", receivers=False), cell_key="k2", seconds=1.0)  # an old cell
+    assert main(["report", "--results", "data/results", "--out", "REPORT.md", "--configs", str(tmp_path)]) == 0
+    text = (tmp_path / "REPORT.md").read_text(encoding="utf-8")
+    assert "from the results store `data/results` (2 cells" in text
+    assert "their manifests record: cuda:0 (16 CPUs), 4 threads (1 cell); not recorded (1 cell)." in text
+    assert "2-core" not in text and "OMP_NUM_THREADS" not in text
+    assert config.store_label(ROOT / "results") == "results/"  # the committed report names no machine path
+
+
+def test_outside_a_checkout_readers_say_where_the_shipped_store_is(tmp_path, monkeypatch, capsys):
+    from pace_nb.cli import main
+
+    monkeypatch.setattr(config, "repo_root", lambda: None)
+    monkeypatch.delenv("PACE_NB_RESULTS", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for argv in (["tables"], ["report"], ["report", "--out", str(tmp_path / "R.md")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("pace-nb: error:") and "--results <clone>/results" in err, err
+    assert not list(tmp_path.iterdir())
 
 
 def _drawn(offsets: dict[tuple[str, str], float], data_seed: int) -> pd.DataFrame:
@@ -198,5 +227,5 @@ def test_report_reads_the_mask_draws_of_the_store(tmp_path):
     text = report.report_from_store(store, [cfg], tables=["1"])
     assert f"mask draw (paper inside our 5 draws {paper - 3.0:.2f}–{paper + 3.0:.2f})" in pace_acc(text)[0]
     assert "(1 cells," in text  # the draws are not counted as the main store's cells
-    readme = report.readme_from_store(store, [cfg])
+    readme = store_readme.readme_from_store(store, [cfg])
     assert "`d1`" in readme and "draws/" in readme

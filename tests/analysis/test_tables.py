@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import FIXTURES
 from fake_results import make_rows
 from pace_nb.analysis import tables as T
 from pace_nb.cli import main
@@ -16,7 +16,8 @@ from pace_nb.core.errors import UnknownNameError
 from pace_nb.analysis.paper_values import paper_values
 from pace_nb.experiments.store import ResultsStore
 
-PAPERS = Path(__file__).resolve().parents[3] / "shared" / "papers"
+#: the lines of the PACE paper holding its tables and reported numbers (tests/fixtures/README.md)
+PAPER_TEXT = FIXTURES / "pace_paper_tables.txt"
 
 
 def _pv(**kw):
@@ -55,9 +56,8 @@ def test_table_sizes():
         ["table", "dataset", "num_clients", "partition", "method", "variant", "rank", "metric"]).any()
 
 
-@pytest.mark.skipif(not (PAPERS / "pace-paper.txt").exists(), reason="paper text not available")
 def test_every_mean_std_pair_occurs_in_the_paper_text():
-    text = (PAPERS / "pace-paper.txt").read_text(encoding="utf-8")
+    text = PAPER_TEXT.read_text(encoding="utf-8")
     pv = paper_values("pace")
     pairs = pv.dropna(subset=["std"])
     nums = set(re.findall(r"(\d+\.\d+) \$\\pm\$ (\d*\.\d+)", text))
@@ -158,7 +158,6 @@ def test_cli_writes_every_format(tmp_path):
         T.select_tables("1,bogus")
 
 
-@pytest.mark.skipif(not (PAPERS / "pace-paper.txt").exists(), reason="paper text not available")
 @pytest.mark.parametrize("table, blocks", [
     ("1", [["Cora", "CiteSeer", "PubMed"], ["CS", "Computers", "ogbn-arxiv"]]),
     ("9", [["Cora", "CiteSeer", "PubMed"], ["CS", "Computers", "ogbn-arxiv"]]),
@@ -167,7 +166,7 @@ def test_cli_writes_every_format(tmp_path):
 ])
 def test_rows_rebuilt_from_csv_are_lines_of_the_paper(table, blocks):
     """Placement check: each method's row, rebuilt from the tidy CSV, is a line of the paper text."""
-    lines = set((PAPERS / "pace-paper.txt").read_text(encoding="utf-8").splitlines())
+    lines = set(PAPER_TEXT.read_text(encoding="utf-8").splitlines())
     pv = paper_values("pace", table=table).set_index(["method", "dataset", "metric"])
     for method in dict.fromkeys(pv.index.get_level_values(0)):
         label = T.method_label(method)
@@ -175,6 +174,21 @@ def test_rows_rebuilt_from_csv_are_lines_of_the_paper(table, blocks):
             cells = [pv.loc[(method, d, m)] for d in datasets for m in ("acc", "f1_weighted")]
             line = label + "\t" + "\t".join(f"{c.value:.2f} $\\pm$ {c['std']:.2f}" for c in cells)
             assert line in lines, line
+
+
+def test_cli_prints_the_tables_and_writes_to_the_current_folder_only(tmp_path, monkeypatch, capsys):
+    store = ResultsStore(tmp_path / "res")
+    store.append(make_rows(num_clients=10), cell_key="c")
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert main(["tables", "--results", str(tmp_path / "res"), "--tables", "1,spear-ablation"]) == 0
+    out = capsys.readouterr().out
+    after = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if "here" not in p.parts)
+    assert after == before  # nothing written beside (or into) the store that was read
+    for tid in ("1", "spear-ablation"):  # each table itself is printed, as its markdown file holds it
+        md = (tmp_path / "here" / "figures" / "tables" / f"table_{tid}.md").read_text(encoding="utf-8")
+        assert md.strip() in out and md.count("\n") > 5
 
 
 def test_spear_robustness_tables_split_by_scope_and_carry_notes():

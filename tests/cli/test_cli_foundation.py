@@ -101,3 +101,17 @@ def test_tables_help_lists_every_registered_table():
     lo, hi = map(int, re.search(r"(\d+)\.\.(\d+)", TABLE_IDS).groups())
     listed |= {str(i) for i in range(lo, hi + 1)}
     assert listed == set(TABLES.names() if hasattr(TABLES, "names") else TABLES)
+
+
+def test_top_level_help_lists_every_command_and_flower_action(capsys):
+    """`pace-nb --help` names every subcommand, and every action of `pace-nb flower`."""
+    from pace_nb.cli import COMMANDS, build_parser
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert all(f"pace-nb {c}" in text for c in COMMANDS)
+    sub = next(a for a in build_parser()._actions if isinstance(a, type(build_parser()._subparsers._group_actions[0])))
+    flower = sub.choices["flower"]
+    actions = next(a for a in flower._actions if a.dest == "action").choices
+    assert f"pace-nb flower {'|'.join(actions)}" in text

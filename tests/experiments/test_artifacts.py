@@ -127,7 +127,7 @@ def test_receiver_logits_survive_storage():
 
 
 def test_entries_list_the_manifests_and_the_store_readme_shows_them(tmp_path, shipped):
-    from pace_nb.analysis.report import store_readme
+    from pace_nb.analysis.store_readme import store_readme
 
     store = A.ArtifactStore(tmp_path)
     assert store.entries().empty

@@ -219,6 +219,24 @@ def test_shipped_configs_are_valid(name):
     assert cells and len({c.key for c in cells}) == len(cells)
 
 
+def test_a_shipped_config_by_name_from_any_folder(tmp_path, monkeypatch, capsys):
+    from pace_nb.core.config import shipped_configs
+
+    shipped = shipped_configs()
+    assert {"quick", "pace_main", "spear_comparison"} <= set(shipped)
+    monkeypatch.chdir(tmp_path)  # no configs/ here: the names resolve to the shipped configs
+    for name in ("quick", "quick.toml", "configs/quick.toml"):
+        assert load_config(name).path == str(shipped["quick"])
+    (tmp_path / "quick.toml").write_text('[grid]\nseeds = [1]\n[[experiment]]\ndatasets = ["demo"]\n'
+                                         'methods = ["local"]\n', encoding="utf-8")
+    assert load_config("quick.toml").path == "quick.toml"  # a file of the user's own comes first
+    assert main(["grid", "pace_main", "--dry-run", "--results", str(tmp_path / "res")]) == 0
+    assert str(shipped["pace_main"]) in capsys.readouterr().out
+    assert main(["grid", "nope", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "shipped configs: " in err and "quick" in err
+
+
 def test_real_demo_cell(tmp_path):
     """One real cell through run_protocol on the embedded demo graph (short training)."""
     cfg = parse_config('[[experiment]]\ndatasets = ["demo"]\nclients = [3]\nmethods = ["local", "pace"]\n'

@@ -28,6 +28,7 @@ def test_a_new_cell_manifest_records_every_provenance_field(tmp_path):
     assert set(pv.FIELDS) <= set(rec)
     assert rec["package_version"] == __version__ and rec["torch"] == torch.__version__
     assert rec["numpy"] == numpy.__version__ and rec["device"] == "cpu" and rec["threads"] == torch.get_num_threads()
+    assert isinstance(rec["cpus"], int) and rec["cpus"] >= 1
     from pace_nb.core.config import repo_root
 
     commit, dirty = pv.git_state(repo_root())
@@ -61,3 +62,13 @@ def test_report_lists_commits_and_old_cells_as_not_recorded():
                                    ("`aaaaaaaaaaaa (dirty)`", 1, "cpu · 1", "2 · 2.8 · 2.4"),
                                    ("not recorded", 1, "–", "–")]
     assert pv.commit_label(None) == pv.NOT_RECORDED and pv.commit_label({"git_commit": None}) == "no git checkout"
+
+
+def test_machines_are_read_from_the_manifests():
+    new = {"device": "cuda:0", "threads": 4, "cpus": 16}
+    old = {"device": "cpu", "threads": 1}  # recorded before the CPU count was
+    assert pv.machine_label(new) == "cuda:0 (16 CPUs), 4 threads"
+    assert pv.machine_label(old) == "cpu, 1 thread" and pv.machine_label(None) == pv.NOT_RECORDED
+    assert pv.machines([old, None, new, old, {}]) == \
+        "cpu, 1 thread (2 cells); cuda:0 (16 CPUs), 4 threads (1 cell); not recorded (2 cells)"
+    assert pv.machines([]) == "no cells"

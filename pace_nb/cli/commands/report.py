@@ -31,7 +31,7 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, metavar="FILE",
                    help="output file (default <repo>/REPRODUCTION.md, made from the shipped store only)")
     p.add_argument("--configs", default=None, metavar="DIR",
-                   help="grid configs whose cells and wall time are reported (default <repo>/configs)")
+                   help="grid configs whose cells and wall time are reported (default the shipped configs/)")
     p.add_argument("--store-readme", action="store_true",
                    help="also write the store's README.md (configs and cells it holds, wall times); for the "
                         "maintainer of the shipped store")
@@ -47,8 +47,9 @@ def _store(args, committed: bool):
     from pace_nb.experiments.store import ResultsStore
 
     if not committed:
+        store = ResultsStore.for_reading(args.results, must_exist=True)  # a missing store: the error line only
         print(store_note(args.results), file=sys.stderr)
-        return ResultsStore.for_reading(args.results, must_exist=True)
+        return store
     shipped = shipped_results_dir()
     if shipped is None:
         raise ConfigError("no shipped results store (results/) in this checkout; pass --results DIR --out FILE")
@@ -64,22 +65,25 @@ def _store(args, committed: bool):
 
 def run(args) -> int:
     from pace_nb.analysis.report import outputs_from_store
-    from pace_nb.core.config import repo_root
+    from pace_nb.core.config import SHIPPED_HINT, configs_dir as configs_dir_default, repo_root
     from pace_nb.core.errors import ConfigError
     from pace_nb.core.io import atomic_write_text, check_output_file
 
     root = repo_root()
     if args.out is None and root is None:
-        raise ConfigError("no source checkout found; pass --out FILE")
+        raise ConfigError(f"REPRODUCTION.md and the shipped results store come with a clone of the repository only "
+                          f"({SHIPPED_HINT}); to report on a store pass --results DIR --out FILE")
     out = Path(args.out) if args.out else root / "REPRODUCTION.md"
     if not args.check:
         check_output_file(out, "--out")
-    configs_dir = Path(args.configs) if args.configs else (root / "configs" if root else None)
-    if configs_dir is not None and not configs_dir.is_dir():
+    configs_dir = Path(args.configs) if args.configs else configs_dir_default()
+    if not configs_dir.is_dir() and args.configs:
         raise ConfigError(f"--configs {configs_dir} is not a folder")
-    paths = sorted(configs_dir.glob("*.toml")) if configs_dir is not None else []
+    paths = sorted(configs_dir.glob("*.toml"))
     store = _store(args, committed=args.out is None)
-    text, block = outputs_from_store(store, paths)
+    # a user's report names the store as they named it; the committed one the shipped store, `results/`
+    named = (args.results or os.environ.get("PACE_NB_RESULTS")) if args.out is not None else None
+    text, block = outputs_from_store(store, paths, label=named or None)
     outputs = [(out, text)]
     readme = root / "README.md" if root is not None and args.out is None else None
     if readme is not None and readme.is_file():  # the README's generated block (the shipped store's only)
@@ -87,7 +91,7 @@ def run(args) -> int:
 
         outputs.append((readme, splice(readme.read_text(encoding="utf-8"), block)))
     if args.store_readme:
-        from pace_nb.analysis.report import readme_from_store
+        from pace_nb.analysis.store_readme import readme_from_store
 
         outputs.append((store.root / "README.md", readme_from_store(store, paths)))
     if args.check:
