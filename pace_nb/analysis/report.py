@@ -46,7 +46,7 @@ def agreement(comp: pd.DataFrame, methods: Sequence[str] | None = None) -> dict:
     if methods is not None and len(s):
         s = s[s["method"].map(canonical_method).isin(set(methods))]
     ran = s[(s["status"] == "ok") & s["diff"].notna()] if len(s) else s
-    out = {"scored": int(len(s)), "run": int(len(ran))}
+    out: dict[str, int | float | None] = {"scored": int(len(s)), "run": int(len(ran))}
     for b in BANDS:
         out[f"within_{b:g}"] = (float((gaps(ran).abs() <= b).mean()) if len(ran) else None)
     return out
@@ -360,8 +360,8 @@ def _draws_store(store):
 
 def _concat_cells(*frames: pd.DataFrame | None) -> pd.DataFrame:
     """The cells of several stores as one frame (empty ones left out)."""
-    frames = [f for f in frames if f is not None and len(f)]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["key", "wall_seconds"])
+    kept = [f for f in frames if f is not None and len(f)]
+    return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=["key", "wall_seconds"])
 
 
 def report_from_store(store, config_paths: Sequence = (), tables: Sequence[str] | None = None) -> str:

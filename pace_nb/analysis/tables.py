@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -195,7 +195,8 @@ TABLES: Registry = Registry("table")
 
 def register_table(table_id: str, definition: TableDef) -> TableDef:
     """Register a table layout; its paper values are ``paper_values(definition.paper, table=definition.table)``."""
-    return TABLES.register(str(table_id), definition)
+    TABLES.register(str(table_id), definition)
+    return definition
 
 
 for _tid, _t in sorted(_BUILTIN.items(), key=lambda kv: (kv[1].paper != "pace", int(kv[0]) if kv[0].isdigit() else 99,
@@ -256,6 +257,7 @@ def comparison(table_id: str, rows: pd.DataFrame | None, ours: _Ours | None = No
     if table_id == "4":  # name of our matched baseline next to the paper's (``ours`` built above)
         for i, e in out.iterrows():
             if e.col == "Matched":
+                assert ours is not None  # PACE's tables build their seed summaries above
                 m, v, n = ours.best_cnll(e.dataset, e.partition, e.beta, e.num_clients, e.metric)
                 out.loc[i, ["ours_mean", "ours_std", "n_seeds"]] = [v, math.nan, n]
                 out.loc[i, "ours_text"] = f"{method_label(m)}+CNLL" if m else ""
@@ -362,7 +364,7 @@ def render_latex(table_id: str, comp: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def select_tables(spec: str | Sequence[str] | None) -> list[str]:
+def select_tables(spec: str | Iterable[str] | None) -> list[str]:
     """``None``/"all" → every table; else ids like "1,2,spear-ablation" ("pace"/"spear" = all of one paper)."""
     if spec is None or spec == "all":
         return list(TABLES)

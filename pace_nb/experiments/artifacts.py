@@ -41,7 +41,8 @@ def _frame_bytes(frame: pd.DataFrame) -> bytes:
 
 def _arrays_bytes(arrays: Mapping[str, Any]) -> bytes:
     buf = io.BytesIO()
-    np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    named: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}  # Any: savez's keywords include allow_pickle
+    np.savez(buf, **named)
     return buf.getvalue()
 
 

@@ -45,8 +45,9 @@ def check_memory(cells: list[Cell], data_root, device) -> None:
     for (dataset, hidden), cell in biggest.items():
         if dataset not in shapes:
             shapes[dataset] = dataset_shape(dataset, data_root)
-        if shapes[dataset] is not None:
-            features, classes = shapes[dataset]
+        shape = shapes[dataset]
+        if shape is not None:
+            features, classes = shape
             try:
                 check_training_memory(len(cell.seeds) * cell.num_clients, features, hidden, classes, dev)
             except ConfigError as exc:

@@ -128,7 +128,7 @@ def probe(host: str, port: int, timeout: float) -> None:
 def _loopback_only(ray):
     """Make a local runtime bind its services to 127.0.0.1 (env for the spawned daemons,
     constant for this already imported driver)."""
-    consts = importlib.import_module("ray._private.ray_constants")
+    consts: Any = importlib.import_module("ray._private.ray_constants")
     old_env, old_flag = os.environ.get(LOOPBACK_ENV), getattr(consts, "ENABLE_RAY_CLUSTER", None)
     os.environ[LOOPBACK_ENV] = "0"
     consts.ENABLE_RAY_CLUSTER = False
@@ -201,6 +201,7 @@ def connect(options: RayOptions) -> bool:
                     raise ConfigError(f"the local Ray runtime did not start ({msg}); is the machine overloaded? "
                                       "see session_latest/logs in Ray's temporary folder") from None
     if kind in ("gcs", "client"):
+        assert host is not None and port is not None  # parse_address gives both for these kinds
         probe(host, port, min(options.connect_timeout, 5.0))
     if kind == "client":
         common = dict(namespace="pace_nb", logging_level="error")  # the client rejects local-only flags

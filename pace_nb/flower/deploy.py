@@ -187,16 +187,16 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
 
         (root / "credentials" / "other_ca.crt").write_bytes(certificate_authority("another CA")[1].public_bytes(
             serialization.Encoding.PEM))
-    security = "insecure = true" if insecure else f'root-certificates = "{creds.ca}"'
+    security = "insecure = true" if creds is None else f'root-certificates = "{creds.ca}"'
     (home / "config.toml").write_text(f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\n'
                                       f'address = "{HOST}:{port}"\n{security}\n')
-    link_security = ["--insecure"] if insecure else [
+    link_security = ["--insecure"] if creds is None else [
         "--ssl-ca-certfile", str(creds.ca), "--ssl-certfile", str(creds.server_cert),
         "--ssl-keyfile", str(creds.server_key), "--enable-supernode-auth"]
 
     def node_security(k: int, ca=None) -> list[str]:
-        return ["--insecure"] if insecure else ["--root-certificates", str(ca or creds.ca),
-                                                "--auth-supernode-private-key", str(creds.node_keys[k][0])]
+        return ["--insecure"] if creds is None else ["--root-certificates", str(ca or creds.ca),
+                                                     "--auth-supernode-private-key", str(creds.node_keys[k][0])]
     pkg_root = str(Path(__file__).resolve().parents[2])
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("PACE_NB_")}
     base_env.update(FLWR_HOME=str(home), PYTHONPATH=os.pathsep.join([pkg_root, base_env.get("PYTHONPATH", "")]),
@@ -217,8 +217,8 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
                       "--database", ":flwr-in-memory:", "--disable-runtime-dependency-installation"],
                      "superlink", {**base_env, "PACE_NB_DATA": str(no_data), "PACE_NB_CACHE": str(no_data)})
         _wait_port(port, link, "flower-superlink", 120)
-        for k in range(fg.num_clients if creds is not None else 0):  # only these keys may join
-            reg = subprocess.run(["flwr", "supernode", "register", str(creds.node_keys[k][1]), "loopback"],
+        for k, (_, public_key) in enumerate(creds.node_keys[:fg.num_clients] if creds is not None else []):  # only these may join
+            reg = subprocess.run(["flwr", "supernode", "register", str(public_key), "loopback"],
                                  env=base_env, cwd=root, capture_output=True, text=True, timeout=120)
             if reg.returncode != 0:
                 raise ConfigError(f"registering SuperNode {k}'s key failed: {(reg.stdout + reg.stderr)[-500:]}")

@@ -66,7 +66,7 @@ def federation(fed: Any) -> tuple:
     out = []
     for field, kind in FEDERATION_FIELDS.items():
         v = fed.get(field)
-        if isinstance(v, bool) or not isinstance(v, kind) or (kind is str and len(v) > 256):
+        if isinstance(v, bool) or not isinstance(v, kind) or (isinstance(v, str) and len(v) > 256):
             raise Invalid(f"federation field {field} is {type(v).__name__} {str(v)[:40]!r}, not a {kind.__name__}")
         out.append(v)
     return tuple(out)

@@ -74,7 +74,7 @@ def server_certificate(ca_key, ca_cert, host: str, days: int = 7):
 
     key = _ec_key()
     try:
-        san = [x509.IPAddress(ipaddress.ip_address(host))]
+        san: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(host))]
     except ValueError:
         san = [x509.DNSName(host)]
     if host in ("127.0.0.1", "localhost"):

@@ -36,13 +36,15 @@ NAN = float("nan")
 
 @dataclass
 class Reply:
-    """One client's answer: who (node, partition), its payload bytes and report."""
+    """One client's answer: who (node, partition), its payload bytes and report. ``payload``,
+    ``report`` and ``federation`` are as received (possibly absent, None) until :mod:`screening`
+    checks them: typed ``Any``, as the screening functions take them."""
 
     node_id: int
     partition_id: int
-    payload: bytes | None
-    report: dict[str, Any] | None
-    federation: dict[str, Any] | None
+    payload: Any
+    report: Any
+    federation: Any
     message_bytes: int
     parsed: Any = None
 
@@ -54,7 +56,7 @@ class FlowerOutcome:
     rows: pd.DataFrame
     wire: pd.DataFrame
     dropped: list[dict[str, Any]]
-    timings: dict[str, float]
+    timings: dict[str, Any]  # seconds, and the runner's name under "runtime"
     settings: dict[str, Any] = field(default_factory=dict)
 
     def finish(self, total: float, runtime: str, **extra: Any) -> "FlowerOutcome":

@@ -8,7 +8,7 @@ everything a notebook shows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,9 @@ import torch
 from torch import Tensor
 
 from pace_nb.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pace_nb.methods.pace.sketch import SketchKind
 
 SPLITS = ("train", "val", "test")
 
@@ -71,7 +74,7 @@ def rank_energy(spectra: pd.DataFrame, ranks: Sequence[int]) -> pd.DataFrame:
     return pd.DataFrame(recs)
 
 
-def _sketches(fg, local, s: int, kind: str = "propagated") -> dict[str, Tensor]:
+def _sketches(fg, local, s: int, kind: SketchKind = "propagated") -> dict[str, Tensor]:
     from pace_nb.nn.gcn import propagation_matrix
     from pace_nb.methods.pace.sketch import SketchConfig, client_sketches
 
@@ -85,7 +88,7 @@ def _sketches(fg, local, s: int, kind: str = "propagated") -> dict[str, Tensor]:
     return {n: torch.stack(v) for n, v in out.items()}
 
 
-def sketch_frame(fg, local, s: int = 0, kind: str = "propagated") -> pd.DataFrame:
+def sketch_frame(fg, local, s: int = 0, kind: SketchKind = "propagated") -> pd.DataFrame:
     """``param, client, column, c``: every client's per-layer sketch (Eq. 4–5)."""
     recs = []
     for name, c in _sketches(fg, local, s, kind).items():

@@ -7,6 +7,7 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 
 from pace_nb.core.schema import OUTCOME_COLORS
 from pace_nb.data.datasets import dataset_order
@@ -103,7 +104,7 @@ def plot_receiver_means(means: pd.DataFrame, title: str = "") -> plt.Figure:
         ax.plot(f["receiver"].astype(str), f["min_diff"], "_", color="k", ms=8)
         ax.axhline(0, color="k", lw=0.8)
         ax.set(title=ds, xlabel="receiver", ylabel="mean PACE − Local (points)")
-    handles = [plt.matplotlib.patches.Patch(color=OUTCOME_COLORS[k]) for k in ("helped", "tied", "harmed")]
+    handles: list[Artist] = [plt.matplotlib.patches.Patch(color=OUTCOME_COLORS[k]) for k in ("helped", "tied", "harmed")]
     handles.append(plt.Line2D([], [], marker="_", ls="", color="k", ms=8))
     fig.legend(handles, ["helped (> +0.01)", "tied", "harmed (< −0.01)", "worst seed"], fontsize="small", ncols=4,
                loc="outside lower center")

@@ -233,7 +233,7 @@ def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, froze
         loc = pooled[(pooled["dataset"] == ds) & (pooled["method"] == "local")]["acc"]
         if len(loc):
             ax.axhline(loc.mean(), color=method_color("local"), ls="--", lw=1)
-        if has_paper:
+        if has_paper and paper is not None:
             pv = paper[(paper["dataset"] == ds) & (paper["metric"] == "acc") & paper["rank"].isin(list(pos))]
             if len(pv):
                 ax.plot(pv["rank"].map(pos), pv["value"], "x", color="k", ms=6, mew=1.2)
@@ -243,7 +243,7 @@ def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, froze
     last = axes[-1]
     for col, direction, marker in (("upload_ratio", "upload", "o"), ("return_ratio", "return", "s")):
         last.plot(byt["x"], byt[col], marker=marker, ls="-", color=DIRECTION_COLORS[direction], ms=4)
-    if has_paper:
+    if has_paper and paper is not None:
         for metric, direction in (("upload_pct", "upload"), ("return_pct", "return")):
             pv = paper[(paper["metric"] == metric) & paper["rank"].isin(list(pos))]
             pv = pv.groupby("rank")["value"].mean().reset_index()

@@ -312,16 +312,16 @@ def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str =
     if unit == "accuracy":
         f = f.assign(gap=f["ours"] - f["paper"])
         fig, ax = subplots(ax, figsize=(FULL, 0.32 * len(tabs) + 1.3))
-        y = {t: len(tabs) - 1 - i for i, t in enumerate(tabs)}
+        row_of = {t: len(tabs) - 1 - i for i, t in enumerate(tabs)}
         rng = np.random.default_rng(0)
         names = []
         for t in tabs:
             g = f[f["table"] == t]["gap"].to_numpy()
-            ax.scatter(g, y[t] + rng.uniform(-0.18, 0.18, len(g)), s=9, color=colour(t), alpha=0.6, lw=0)
-            ax.plot([np.median(g)] * 2, [y[t] - 0.3, y[t] + 0.3], color="k", lw=1.5)
+            ax.scatter(g, row_of[t] + rng.uniform(-0.18, 0.18, len(g)), s=9, color=colour(t), alpha=0.6, lw=0)
+            ax.plot([np.median(g)] * 2, [row_of[t] - 0.3, row_of[t] + 0.3], color="k", lw=1.5)
             names.append(f"{table_name(t)}: {len(g)} values, median {np.median(g):+.1f}, "
                          f"{100 * np.mean(np.abs(g) <= 1):.0f} % within ±1")
-        ax.set_yticks([y[t] for t in tabs], names)
+        ax.set_yticks([row_of[t] for t in tabs], names)
         ax.axvline(0, color="k", lw=0.8)
         ax.set(xlabel="ours − paper (accuracy / F1 points; tick: median)", ylim=(-0.6, len(tabs) - 0.4))
         heading = f"ours vs paper, accuracy and F1: {len(f)} values in {len(tabs)} tables"

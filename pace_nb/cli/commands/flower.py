@@ -20,9 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import TYPE_CHECKING
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.cli.commands._graph import add_graph_argument, resolve_source
+
+if TYPE_CHECKING:
+    from pace_nb.flower.server import FlowerOutcome
 
 
 def _drop(text: str, k: int) -> tuple[int, ...]:
@@ -174,7 +178,7 @@ def run(args) -> int:
 
             print("pace-nb: warning: --insecure: no TLS and no SuperNode authentication; any process that reaches "
                   "the SuperLink port can join (loopback only)", file=sys.stderr)
-        out = deploy(fg, settings, workdir=args.workdir, timeout=args.timeout, keep=args.keep,
+        out: FlowerOutcome | None = deploy(fg, settings, workdir=args.workdir, timeout=args.timeout, keep=args.keep,
                      insecure=args.insecure, probe=args.probe)
     elif args.engine == "ray":
         from pace_nb.flower.simulate import simulate

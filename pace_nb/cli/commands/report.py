@@ -69,9 +69,12 @@ def run(args) -> int:
     from pace_nb.core.io import atomic_write_text, check_output_file
 
     root = repo_root()
-    if args.out is None and root is None:
+    if args.out:
+        out = Path(args.out)
+    elif root is not None:
+        out = root / "REPRODUCTION.md"
+    else:
         raise ConfigError("no source checkout found; pass --out FILE")
-    out = Path(args.out) if args.out else root / "REPRODUCTION.md"
     if not args.check:
         check_output_file(out, "--out")
     configs_dir = Path(args.configs) if args.configs else (root / "configs" if root else None)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -150,7 +150,10 @@ def module_message(prefix: str, module: torch.nn.Module) -> Message:
     return {f"{prefix}.{k}": v.detach().clone() for k, v in module.state_dict().items()}
 
 
-def load_module(prefix: str, module: torch.nn.Module, message: Message) -> torch.nn.Module:
+M = TypeVar("M", bound=torch.nn.Module)
+
+
+def load_module(prefix: str, module: M, message: Message) -> M:
     """Load ``{prefix.name: tensor}`` from a parsed message into ``module`` (shapes checked by torch)."""
     state = {k[len(prefix) + 1:]: v for k, v in message.items() if k.startswith(prefix + ".")}
     module.load_state_dict(state)
