@@ -23,7 +23,8 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 from pace_nb import __version__
 from pace_nb.core.config import PAPER_SEEDS, repo_root, resolve_device
@@ -250,7 +251,7 @@ def ensure_kernel(name: str = KERNEL) -> None:
         KernelSpecManager().get_kernel_spec(name)
     except NoSuchKernel:
         if name != KERNEL:
-            raise unknown("kernel", name, KernelSpecManager().find_kernel_specs())
+            raise unknown("kernel", name, KernelSpecManager().find_kernel_specs()) from None
         from ipykernel.kernelspec import install
 
         install(user=True, kernel_name=KERNEL)

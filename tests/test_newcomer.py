@@ -141,8 +141,8 @@ def test_spear_interrupt_is_honest_and_warnings_are_one_line(tmp_path, spear_cal
     real = sa.ablation
 
     def noisy(fg, *a, **k):
-        warnings.warn("clients [7] have no training nodes", RuntimeWarning)
-        warnings.warn("clients [7] have no training nodes", RuntimeWarning)
+        warnings.warn("clients [7] have no training nodes", RuntimeWarning, stacklevel=2)
+        warnings.warn("clients [7] have no training nodes", RuntimeWarning, stacklevel=2)
         return real(fg, *a, **k)
 
     monkeypatch.setattr(sa, "ablation", noisy)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -94,7 +94,7 @@ def config_runs(cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]]) -
     """Per shipped config: cells it expands to, cells in the store, their summed wall time
     (the cells' manifests), and the datasets of the cells not in the store."""
     keys = cells["setting_key"] if "setting_key" in cells else cells.get("key")  # cells with a data fingerprint too
-    have = dict(zip(keys, cells["wall_seconds"])) if len(cells) and "wall_seconds" in cells else {}
+    have = dict(zip(keys, cells["wall_seconds"], strict=True)) if len(cells) and "wall_seconds" in cells else {}
     recs = []
     for name, cfg_cells in configs.items():
         keys = [c["key"] for c in cfg_cells]
@@ -138,7 +138,7 @@ def _num(v: float, fmt: str = "{:.2f}") -> str:
 def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]], *,
                  store_label: str = "results/", cell_rows: pd.DataFrame | None = None,
                  tables: Sequence[str] | None = None, draws: Mapping[int, pd.DataFrame] | None = None,
-                 draw_cells: pd.DataFrame | None = None, analysis: "Analysis | None" = None) -> str:
+                 draw_cells: pd.DataFrame | None = None, analysis: Analysis | None = None) -> str:
     """The text of REPRODUCTION.md (deterministic: no time stamps, no paths but ``store_label``).
 
     ``rows``: the store's rows (:meth:`ResultsStore.load`); ``cells``: :meth:`ResultsStore.cells`;

@@ -5,7 +5,7 @@ Lists are written comma-separated (``--seeds 2024,2025,2026``); the space-separa
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from pace_nb.core.errors import ConfigError
 

@@ -1,6 +1,7 @@
 """Atomic, pickle-free file writes (JSON, CSV, NPZ)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -41,10 +42,8 @@ def _atomic(path: str | os.PathLike, write) -> Path:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     return path
 

@@ -21,7 +21,8 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd

@@ -3,7 +3,7 @@ the memory a cell's training needs, and which cells a store already holds (data 
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from collections.abc import Iterable
 
 from pace_nb.core.errors import ConfigError, MissingDataError
 from pace_nb.experiments.cells import Cell

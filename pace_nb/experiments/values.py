@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Mapping
+from collections.abc import Mapping
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.limits import MAX_CELLS, MAX_CLIENTS, MAX_ROUNDS

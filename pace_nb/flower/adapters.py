@@ -203,7 +203,7 @@ def receiver_rows(reports: list[dict], partitions: list[int], num_classes: int, 
                            num_classes=num_classes, clients=clients)
     rows = evaluate_method(view, pred["local"], pred["final"], None, **kw)
     blended = evaluate_method(view, pred["external"], pred["external"], [float(r["alpha"]) for r in reports], **kw)
-    for row, other, pid in zip(rows, blended, list(partitions) + [-1]):
+    for row, other, pid in zip(rows, blended, list(partitions) + [-1], strict=True):
         row.update(receiver=int(pid), alpha=other["alpha"], acc_external=other["acc_local"],
                    num_clients=int(fed.get("num_clients", len(reports))))
     return rows

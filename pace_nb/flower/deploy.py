@@ -20,6 +20,7 @@ authentication; nothing listens beyond 127.0.0.1 either way.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -87,19 +88,15 @@ def _wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float) -> 
 def _stop(procs: list[subprocess.Popen]) -> None:
     for p in reversed(procs):
         if p.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
     t_end = time.monotonic() + 10
     for p in procs:
         try:
             p.wait(timeout=max(0.1, t_end - time.monotonic()))
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             p.wait()
 
 
@@ -206,9 +203,9 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
     procs: list[subprocess.Popen] = []
 
     def start(cmd, name, env):
-        log = open(logs / f"{name}.log", "wb")
-        procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                      cwd=root))
+        with open(logs / f"{name}.log", "wb") as log:  # the child keeps its own descriptor
+            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                          cwd=root))
         return procs[-1]
 
     t0 = time.perf_counter()
@@ -242,9 +239,9 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
                 probes[name] = logs / f"probe_{name}.log"
         shutil.rmtree(shared)
         t_started = time.perf_counter()
-        run = subprocess.run(["flwr", "run", str(app), "loopback", "--stream"], env=base_env, cwd=root,
-                             stdout=open(logs / "flwr_run.log", "wb"), stderr=subprocess.STDOUT,
-                             timeout=timeout, start_new_session=True)
+        with open(logs / "flwr_run.log", "wb") as run_log:
+            run = subprocess.run(["flwr", "run", str(app), "loopback", "--stream"], env=base_env, cwd=root,
+                                 stdout=run_log, stderr=subprocess.STDOUT, timeout=timeout, start_new_session=True)
         t_end = time.monotonic() + 30
         while not out.exists() and time.monotonic() < t_end:
             time.sleep(0.2)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import torch
 

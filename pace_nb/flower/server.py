@@ -21,7 +21,8 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -59,7 +60,7 @@ class FlowerOutcome:
     timings: dict[str, Any]  # seconds, and the runner's name under "runtime"
     settings: dict[str, Any] = field(default_factory=dict)
 
-    def finish(self, total: float, runtime: str, **extra: Any) -> "FlowerOutcome":
+    def finish(self, total: float, runtime: str, **extra: Any) -> FlowerOutcome:
         """Add the runner's wall time: ``startup = total − round``; ``client_compute`` (the
         clients' own seconds, summed) and ``overhead = total − client_compute − server_compute``
         (engine/process start-up, app loading, transport)."""
@@ -164,7 +165,7 @@ def admit_uploads(ups: list[Reply], settings: FlowerSettings, adapter: Adapter |
         try:
             pid = screening.partition_id(r.report, settings.num_clients)
             r.report["num_classes"] = screening.upload_report(r.report)
-            r.federation = dict(zip(screening.FEDERATION_FIELDS, screening.federation(r.federation)))
+            r.federation = dict(zip(screening.FEDERATION_FIELDS, screening.federation(r.federation), strict=True))
             screening.payload(r.payload, settings.max_upload_bytes)
         except screening.Invalid as exc:
             excluded.append(_exclude(r, stage, exc))
@@ -256,7 +257,7 @@ def run_round(grid, settings: FlowerSettings, evaluation=None) -> FlowerOutcome:
     by_node: dict[int, bytes] = {}
     sent_down: dict[int, int] = {}
     if phase.returns is not None:
-        by_node = {r.node_id: b for r, b in zip(ups, phase.returns)}
+        by_node = {r.node_id: b for r, b in zip(ups, phase.returns, strict=True)}
         reps, dropped2, sent_down = exchange(grid, settings, wire.RECEIVE, [r.node_id for r in ups], by_node, group="2")
         reps, excluded2 = _reports(reps, ups, c)
         dropped, excluded = dropped + dropped2, excluded + excluded2

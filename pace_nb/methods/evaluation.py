@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import torch

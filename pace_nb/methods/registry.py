@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 from pace_nb.core.errors import ConfigError, unknown
 from pace_nb.core.registry import Entry, Registry

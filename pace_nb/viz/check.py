@@ -107,7 +107,7 @@ def figure_problems(fig: plt.Figure) -> list[str]:
         for t in titles:
             if box.overlaps(t.get_window_extent(renderer)):
                 problems.append(f"legend overlaps the title {t.get_text()[:40]!r}")
-        for h, txt in zip(lg.legend_handles, lg.get_texts()):
+        for h, txt in zip(lg.legend_handles, lg.get_texts(), strict=True):
             m = labels.get(txt.get_text())
             colour = _handle_colour(h) if h is not None else None
             if m in known and colour is not None and colour.lower() != known[m].lower():

@@ -208,7 +208,7 @@ def run(args) -> int:
     print(f"  pooled acc {pooled.acc:.2f}  mean alpha {pooled.alpha:.4f}  bytes up {_int(pooled.bytes_up)} "
           f"down {_int(pooled.bytes_down)}  (Flower messages: up {int(out.wire.message_up.sum())} "
           f"down {int(out.wire.message_down.sum())})")
-    train = out.wire["train_seconds"] if "train_seconds" in out.wire else None
+    train = out.wire.get("train_seconds")
     print(f"  wall {t['total']:.1f} s = startup {t['startup']:.1f} s + round {t['round']:.1f} s; compute: server "
           f"{t['server_compute']:.3f} s, clients {t['client_compute']:.2f} s summed"
           + (f" (Local training mean {train.mean():.2f} s, max {train.max():.2f} s)" if train is not None else "")

@@ -122,7 +122,7 @@ class CentroidSBM(OneShotMethod):
         counts = torch.cat([m["counts"] for m in messages])
         sizes = allocate(counts, cfg.synthetic_nodes)
         xs, ys, edges, offset = [], [], [], 0
-        for m, n in zip(messages, torch.split(sizes, [len(m["counts"]) for m in messages])):
+        for m, n in zip(messages, torch.split(sizes, [len(m["counts"]) for m in messages]), strict=True):
             rates = m["edges"] / (m["holds"][:, None] * m["holds"][None, :]).clamp_min(1.0)
             ei = block_edges(n, rates * (m["holds"].sum() / n.sum().clamp_min(1)), gen)
             feat = torch.repeat_interleave(m["codewords"], n, dim=0)

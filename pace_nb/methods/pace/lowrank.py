@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import torch
