@@ -17,6 +17,7 @@ import pandas as pd
 from pace_nb.analysis import causes as cz
 from pace_nb.analysis.causes import LIST_ABOVE
 from pace_nb.analysis.draws import DRAW_TABLES, DRAWS_FOLDER, data_seeds, draw_spread, split_draws
+from pace_nb.analysis.draws_table import draws_table
 from pace_nb.analysis.tables import NOT_RUN, build_tables, canonical_method, render_markdown
 from pace_nb.analysis.spear_comparison import comparison_label, is_comparison
 
@@ -199,8 +200,6 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
         out += _md_table(["table", "row", "column", "ours", "paper", "ours − paper", "our draws", "cause"],
                          [[r.table, r.row, r.col, _num(r.ours), _num(r.paper), f"{r.diff:+.2f}", r.draws or "–",
                            "; ".join(r.labels) or cz.UNEXPLAINED] for r in far_frame.itertuples()])
-    from pace_nb.analysis.readme_block import draws_table
-
     out += draws_table(an, level="###")
     out += ["", "### Declared causes", "",
             "Each applies only inside its scope (tables; methods, variants, datasets, partitions, client counts "
@@ -367,14 +366,12 @@ def _concat_cells(*frames: pd.DataFrame | None) -> pd.DataFrame:
 def report_from_store(store, config_paths: Sequence = (), tables: Sequence[str] | None = None) -> str:
     """:func:`build_report` of a :class:`~pace_nb.experiments.store.ResultsStore` (and its mask draws,
     ``<store>/draws``) and config files."""
-    return outputs_from_store(store, config_paths, tables)[0]
+    return report_and_analysis(store, config_paths, tables)[0]
 
 
-def outputs_from_store(store, config_paths: Sequence = (), tables: Sequence[str] | None = None) -> tuple[str, str]:
-    """REPRODUCTION.md's text and the README block (:func:`~pace_nb.analysis.readme_block.readme_block`)
-    of a store, from one :func:`analyse` of it."""
-    from pace_nb.analysis.readme_block import readme_block
-
+def report_and_analysis(store, config_paths: Sequence = (), tables: Sequence[str] | None = None) -> tuple[str, Analysis]:
+    """REPRODUCTION.md's text of a store and the one :func:`analyse` of it it was built from (README's
+    block is built from the same: :func:`~pace_nb.analysis.readme_block.outputs_from_store`)."""
     frames = [store.rows_of(k).assign(cell=k) for k in store.keys()]
     cell_rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["cell", "receiver"])
     rows, dstore = store.load(), _draws_store(store)
@@ -386,7 +383,7 @@ def outputs_from_store(store, config_paths: Sequence = (), tables: Sequence[str]
     text = build_report(rows, _store_cells(store), config_cells(config_paths), store_label=f"{store.root.name}/",
                         cell_rows=cell_rows, tables=tables, draws=draws,
                         draw_cells=_store_cells(dstore) if dstore is not None else None, analysis=an)
-    return text, readme_block(an)
+    return text, an
 
 
 def readme_from_store(store, config_paths: Sequence = ()) -> str:

@@ -63,7 +63,7 @@ def _store(args, committed: bool):
 
 
 def run(args) -> int:
-    from pace_nb.analysis.report import outputs_from_store
+    from pace_nb.analysis.readme_block import outputs_from_store
     from pace_nb.core.config import repo_root
     from pace_nb.core.errors import ConfigError
     from pace_nb.core.io import atomic_write_text, check_output_file
