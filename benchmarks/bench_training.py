@@ -138,7 +138,7 @@ def main(argv=None) -> int:
                   flush=True)
     med = {k: statistics.median(x[0] for x in v) for k, v in runs.items()}
     peak = {k: statistics.median(x[1] for x in v) for k, v in runs.items()}
-    ratios = [lo[0] / ba[0] for lo, ba in zip(runs["loop"], runs["batched"])]
+    ratios = [lo[0] / ba[0] for lo, ba in zip(runs["loop"], runs["batched"], strict=True)]
     lo, ba = runs["loop"][0][2], runs["batched"][0][2]
     diff = max(float(abs(lo[k] - ba[k]).max()) for k in lo)
     mean_diff = sum(float(abs(lo[k] - ba[k]).sum()) for k in lo) / sum(lo[k].size for k in lo)

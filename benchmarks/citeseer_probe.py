@@ -31,7 +31,7 @@ def _local_acc(fg, seeds):
     for s in range(len(seeds)):
         idx = list(range(s * k_n, (s + 1) * k_n))
         z = batched_logits({k: v[idx] for k, v in local.params.items()}, fg.clients, list(range(k_n)))
-        for c, zc in zip(fg.clients, z):
+        for c, zc in zip(fg.clients, z, strict=True):
             pred[s, c.global_ids] = zc.argmax(1)
     return pred
 

@@ -56,7 +56,7 @@ def common_rows(a_dir: Path, b_dir: Path) -> tuple[pd.DataFrame, int]:
     ca, cb = a.cells(), b.cells()
     pairs = ca[["setting_key", "key"]].merge(cb[["setting_key", "key"]], on="setting_key", suffixes=("_a", "_b"))
     parts = []
-    for ka, kb in zip(pairs["key_a"], pairs["key_b"]):
+    for ka, kb in zip(pairs["key_a"], pairs["key_b"], strict=True):
         ra, rb = a.rows_of(ka), b.rows_of(kb)
         keys = [k for k in KEY_COLUMNS if k in ra and k in rb]
         m = ra.merge(rb, on=keys, suffixes=("_a", "_b"), how="outer", indicator=True)

@@ -38,7 +38,7 @@ def profile(store_dir: str) -> pd.DataFrame:
     pooled = pooled[~cnll]  # +CNLL rows repeat the native run's time
     g = pooled.groupby(["part", "dataset", "method", "variant"], as_index=False)["seconds"].agg(["mean", "count"])
     g["phase"] = [comparison_label(m) + ("" if v in ("native", "full") else f" [{v}]")
-                  for m, v in zip(g["method"], g["variant"])]
+                  for m, v in zip(g["method"], g["variant"], strict=True)]
     return g.rename(columns={"mean": "seconds", "count": "runs"})
 
 
@@ -52,7 +52,7 @@ def config_times(store_dir: str, config_paths) -> pd.DataFrame:
     dstore = _draws_store(store)
     cells = _concat_cells(_store_cells(store), _store_cells(dstore) if dstore is not None else None)
     keys = cells["setting_key"] if "setting_key" in cells else cells["key"]
-    have = dict(zip(keys, cells["wall_seconds"]))
+    have = dict(zip(keys, cells["wall_seconds"], strict=True))
     return pd.DataFrame([{"config": name, "key": c["key"], "seconds": have[c["key"]]}
                          for name, cs in config_cells(config_paths).items() for c in cs if c["key"] in have],
                         columns=["config", "key", "seconds"])

@@ -23,7 +23,8 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 from pace_nb import __version__
 from pace_nb.core.config import PAPER_SEEDS, repo_root, resolve_device
@@ -76,7 +77,12 @@ class NotebookContext:
 
         base = {"dataset": self.dataset, "clients": self.clients, "seeds": list(self.seeds), "rank": self.rank}
         ran = []
-        value = cached(self.notebook, name, {**base, **params}, lambda: ran.append(1) or compute(), self.results_dir)
+
+        def compute_and_note():
+            ran.append(1)
+            return compute()
+
+        value = cached(self.notebook, name, {**base, **params}, compute_and_note, self.results_dir)
         self.figure_data[name] = "computed" if ran else "stored"
         return value
 
@@ -255,7 +261,7 @@ def ensure_kernel(name: str = KERNEL) -> None:
         KernelSpecManager().get_kernel_spec(name)
     except NoSuchKernel:
         if name != KERNEL:
-            raise unknown("kernel", name, KernelSpecManager().find_kernel_specs())
+            raise unknown("kernel", name, KernelSpecManager().find_kernel_specs()) from None
         from ipykernel.kernelspec import install
 
         install(user=True, kernel_name=KERNEL)
@@ -361,7 +367,8 @@ def default_datasets(quick: bool, data_root=None) -> list[str | None]:
         return [None]
     from pace_nb.data.datasets import missing_files
 
-    return ["demo"] + ([] if missing_files("Cora", data_root) else ["Cora"])
+    quick_sets: list[str | None] = ["demo"]
+    return quick_sets + ([] if missing_files("Cora", data_root) else ["Cora"])
 
 
 def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, datasets: Sequence[str] | None = None,
@@ -405,7 +412,7 @@ def run_notebooks(names: Iterable[str] | None = None, *, quick: bool = False, da
             if unknown_params:
                 raise ConfigError(f"{path.name} has no parameter(s) {unknown_params}; its parameters: "
                                   f"{', '.join(nb_defaults)}")
-            label = params.get("dataset", nb_defaults.get("dataset"))
+            label = str(params.get("dataset", nb_defaults.get("dataset")))
             output = build / f"{path.stem}__{label}.ipynb"
             key = input_key(path, params, package)
             stamp = _stamp_path(output)

@@ -24,12 +24,25 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path, top_level_only: bool = False) -> set[str]:
-    """Absolute pace_nb modules imported by ``path`` (relative imports resolved)."""
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (never run, so never part of a cycle)."""
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            guarded |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return guarded
+
+
+def imports(path: Path, top_level_only: bool = False, run_time_only: bool = False) -> set[str]:
+    """Absolute pace_nb modules imported by ``path`` (relative imports resolved); ``run_time_only``
+    leaves out the imports under ``if TYPE_CHECKING:``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     me = module_name(path)
     pkg = me if path.name == "__init__.py" else me.rpartition(".")[0]
     nodes = tree.body if top_level_only else ast.walk(tree)
+    if run_time_only:
+        skip = _type_checking_only(tree)
+        nodes = [n for n in nodes if id(n) not in skip]
     out = set()
     for node in nodes:
         if isinstance(node, ast.Import):
@@ -68,27 +81,38 @@ def test_imports_flow_one_way(path):
     assert not upward, f"{me} (layer {mine}) imports upward: {upward}"
 
 
-def test_no_import_cycles():
-    graph = {module_name(p): {m for m in imports(p, top_level_only=True) if m != module_name(p)} for p in SOURCES}
-    # importing a module imports its parent packages first
+#: Import cycles known today, each as the set of its modules. contract <-> registry is being rewritten
+#: (the one method contract, issue 40); any other cycle, or a longer one through these, fails.
+KNOWN_CYCLES = [{"pace_nb.methods.contract", "pace_nb.methods.registry"}]
+
+
+def import_graph(sources) -> dict[str, set[str]]:
+    """module -> the pace_nb modules it imports when it runs (top level and inside functions; not
+    under ``if TYPE_CHECKING:``), plus its parent packages (imported first)."""
+    graph = {module_name(p): {m for m in imports(p, run_time_only=True) if m != module_name(p)} for p in sources}
     for mod in list(graph):
         parent = mod.rpartition(".")[0]
         while parent and parent != "pace_nb":
             graph.setdefault(mod, set()).add(parent)
             parent = parent.rpartition(".")[0]
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle a depth-first walk meets (a package importing its own submodules is none)."""
     state: dict[str, int] = {}
     stack: list[str] = []
+    cycles: list[list[str]] = []
 
     def visit(m: str) -> None:
         state[m] = 1
         stack.append(m)
         for n in sorted(graph.get(m, ())):
-            if n.startswith(m + "."):  # a package importing its own submodules is not a cycle
+            if n.startswith(m + "."):
                 continue
             if state.get(n) == 1:
-                cycle = stack[stack.index(n):] + [n]
-                raise AssertionError("import cycle: " + " -> ".join(cycle))
-            if n in graph and not state.get(n):
+                cycles.append(stack[stack.index(n):] + [n])
+            elif n in graph and not state.get(n):
                 visit(n)
         stack.pop()
         state[m] = 2
@@ -96,6 +120,26 @@ def test_no_import_cycles():
     for m in sorted(graph):
         if not state.get(m):
             visit(m)
+    return cycles
+
+
+def test_no_import_cycles():
+    new = [c for c in import_cycles(import_graph(SOURCES)) if set(c) not in KNOWN_CYCLES]
+    assert not new, "import cycle(s): " + "; ".join(" -> ".join(c) for c in new)
+
+
+def test_the_checker_catches_a_cycle_through_a_function_level_import():
+    a, b = PKG / "data" / "_cycle_probe_a.py", PKG / "data" / "_cycle_probe_b.py"
+    a.write_text("from pace_nb.data import _cycle_probe_b\n")
+    b.write_text("def f():\n    from pace_nb.data import _cycle_probe_a\n")
+    try:
+        cycles = import_cycles(import_graph([a, b]))
+        assert {"pace_nb.data._cycle_probe_a", "pace_nb.data._cycle_probe_b"} in [set(c) for c in cycles]
+        b.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pace_nb.data import _cycle_probe_a\n")
+        assert not import_cycles(import_graph([a, b]))  # a type-only import never runs
+    finally:
+        a.unlink()
+        b.unlink()
 
 
 def test_the_checker_catches_an_upward_import(tmp_path):

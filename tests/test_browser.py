@@ -87,7 +87,7 @@ def lab(request, tmp_path):
            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
            "--ServerApp.terminals_enabled=False",
            '--ServerApp.jpserver_extensions={"jupyter_lsp": False, "jupyter_server_terminals": False}'] + (["--allow-root"] if os.geteuid() == 0 else [])
-    log = open(tmp_path / "lab.log", "wb")
+    log = open(tmp_path / "lab.log", "wb")  # noqa: SIM115 (closed in the finally below)
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"

@@ -141,8 +141,8 @@ def test_spear_interrupt_is_honest_and_warnings_are_one_line(tmp_path, spear_cal
     real = sa.ablation
 
     def noisy(fg, *a, **k):
-        warnings.warn("clients [7] have no training nodes", RuntimeWarning)
-        warnings.warn("clients [7] have no training nodes", RuntimeWarning)
+        warnings.warn("clients [7] have no training nodes", RuntimeWarning, stacklevel=2)
+        warnings.warn("clients [7] have no training nodes", RuntimeWarning, stacklevel=2)
         return real(fg, *a, **k)
 
     monkeypatch.setattr(sa, "ablation", noisy)
@@ -199,7 +199,7 @@ def test_readers_say_when_the_shipped_store_is_hidden(own_store):
 
 
 def test_report_writes_the_committed_file_from_the_shipped_store_only(own_store, monkeypatch, capsys, tmp_path):
-    import pace_nb.analysis.report as report
+    import pace_nb.analysis.readme_block as readme_block
 
     shipped = config.shipped_results_dir()
     if shipped is None:
@@ -209,7 +209,7 @@ def test_report_writes_the_committed_file_from_the_shipped_store_only(own_store,
     committed = (ROOT / "REPRODUCTION.md").read_bytes()
     block = current((ROOT / "README.md").read_text(encoding="utf-8"))  # README's block: compared, never rewritten here
     seen = []
-    monkeypatch.setattr(report, "outputs_from_store",
+    monkeypatch.setattr(readme_block, "outputs_from_store",
                         lambda store, paths: seen.append(store.root) or (committed.decode(), block))
     assert main(["report", "--check"]) == 0  # compared with the shipped store, not the user's one
     assert seen == [shipped] and "your store" in capsys.readouterr().err

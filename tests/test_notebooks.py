@@ -35,7 +35,7 @@ def test_committed_notebook_form(path):
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1 and tagged[0] is code[0]
     defaults = nbr.parameters_cell(nb)
-    assert REQUIRED <= set(defaults) and defaults.get("interactive", False) is False
+    assert set(defaults) >= REQUIRED and defaults.get("interactive", False) is False
     from papermill.translators import PythonTranslator
 
     parsed = {p.name for p in PythonTranslator.inspect(tagged[0])}

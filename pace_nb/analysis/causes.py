@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -216,7 +216,7 @@ def against_reference(ref_method: str, relation: str, ref_variant: str | None = 
     def check(ev: Evidence, table_id: str, e: pd.Series) -> str | None:
         variant = ref_variant or str(e["variant"])
         sib = ev.sibling(table_id, e, ref_method, variant)
-        if sib is None or not (sib["paper_mean"] == sib["paper_mean"]) or not (e["ours_mean"] == e["ours_mean"]):
+        if sib is None or sib["paper_mean"] != sib["paper_mean"] or e["ours_mean"] != e["ours_mean"]:  # NaN
             return None
         paper_gap = float(e["paper_mean"] - sib["paper_mean"])
         residual = float(e["ours_mean"] - sib["paper_mean"])
@@ -239,7 +239,7 @@ def reduction(name: str, kind: str, text: str, scope: Scope, parent: Parent) -> 
         method, variant = parent.of(e)
         sib = ev.sibling(table_id, e, method, variant)
         ours = store_relation(ev, e, method, variant, parent.relation) if sib is not None else None
-        if ours is None:
+        if ours is None or sib is None:
             return None
         if not (sib["paper_mean"] == sib["paper_mean"] and e["paper_mean"] == e["paper_mean"]):
             return ours

@@ -8,7 +8,7 @@ values are result-row percent, so differences are in percentage points.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -122,7 +122,7 @@ def paired_summary(rows: pd.DataFrame, treatment: Sequence = PACE, control: Sequ
         diffs = _keys(paired_differences(rows, treatment, control, metric, by=by), by)
         for key, grp in diffs.groupby(list(by), sort=True):
             w, t, l = win_tie_loss(grp["diff"], tol)
-            recs.append({**dict(zip(by, key)), "metric": metric,
+            recs.append({**dict(zip(by, key, strict=True)), "metric": metric,
                          **paired_t(grp["diff"], confidence), "wins": w, "ties": t, "losses": l})
     cols = list(by) + ["metric", "n", "mean", "std", "se", "ci_low", "ci_high", "t", "p", "wins", "ties", "losses"]
     return _restore(pd.DataFrame(recs, columns=cols))
@@ -142,7 +142,7 @@ def harm_counts(units: pd.DataFrame, tol: float = TOL, by: Sequence[str] | None 
     for key, grp in groups:
         h, t, m = win_tie_loss(grp["diff"], tol)
         key = key if isinstance(key, tuple) else (key,)
-        recs.append({**dict(zip(by or [], key)), "units": len(grp), "helped": h, "tied": t, "harmed": m})
+        recs.append({**dict(zip(by or [], key, strict=True)), "units": len(grp), "helped": h, "tied": t, "harmed": m})
     return _restore(pd.DataFrame(recs))
 
 
@@ -166,11 +166,11 @@ def worst_receiver(units: pd.DataFrame, by: Sequence[str] | None = None) -> pd.D
     for key, grp in groups:
         key = key if isinstance(key, tuple) else (key,)
         sel = frame
-        for col, val in zip(by or [], key):
+        for col, val in zip(by or [], key, strict=True):
             sel = sel[sel[col] == val]
         worst = sel.loc[sel["diff"].idxmin()]
         wm = grp.loc[grp["mean_diff"].idxmin()]
-        recs.append({**dict(zip(by or [], key)), "receivers": len(grp),
+        recs.append({**dict(zip(by or [], key, strict=True)), "receivers": len(grp),
                      "nonnegative_means": int((grp["mean_diff"] >= -1e-9).sum()),
                      "worst_mean": float(wm["mean_diff"]), "worst_mean_dataset": wm["dataset"],
                      "worst_mean_receiver": int(wm["receiver"]), "worst_unit": float(worst["diff"]),

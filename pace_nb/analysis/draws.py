@@ -13,7 +13,7 @@ no interval is extrapolated beyond the draws.
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 

@@ -4,14 +4,14 @@ its scope and the evidence it needs in :mod:`pace_nb.analysis.causes` and is sho
 """
 from __future__ import annotations
 
-from typing import Callable, Union
+from collections.abc import Callable
 
 import pandas as pd
 
 from pace_nb.analysis.paper_values import paper_values
 
 #: A footnote: its text, or a function of the table's paper values (``paper_values`` of that table) to it.
-Note = Union[str, Callable[[pd.DataFrame], str]]
+Note = str | Callable[[pd.DataFrame], str]
 #: Datasets whose paper FedNova values the FedNova note quotes (those of them the table has).
 FEDNOVA_QUOTED: tuple[str, ...] = ("Cora", "Computers")
 

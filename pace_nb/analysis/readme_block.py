@@ -6,33 +6,24 @@ compares it, so no number in those sections is typed by hand: every one is read 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 
 from pace_nb.analysis import causes as cz
 from pace_nb.analysis import verdicts as vd
-from pace_nb.analysis.report import PACE_MAIN_TABLES, Analysis, agreement, bound_lines
+from pace_nb.analysis.draws_table import DATASETS as _DATASETS, draws_table, entry as _entry, num as _n
+from pace_nb.analysis.report import PACE_MAIN_TABLES, Analysis, agreement, bound_lines, report_and_analysis
 from pace_nb.analysis.tables import full_seeds, seeds_note
 from pace_nb.core.errors import ConfigError
 from pace_nb.methods.registry import method_label
 
 BEGIN = "<!-- pace-nb report: begin (generated from the shipped store by `pace-nb report`; do not edit) -->"
 END = "<!-- pace-nb report: end -->"
-_DATASETS = ("Cora", "CiteSeer", "PubMed", "CS", "Computers")
-
-
-def _n(v, fmt: str = "{:.2f}") -> str:
-    return "–" if v is None or v != v else fmt.format(v)
 
 
 def _pct(v) -> str:
     return "–" if v is None else f"{100 * v:.0f} %"
-
-
-def _entry(comp: pd.DataFrame, **match) -> pd.Series | None:
-    sel = comp
-    for k, v in match.items():
-        sel = sel[sel[k] == v]
-    return sel.iloc[0] if len(sel) else None
 
 
 def _pair(comp: pd.DataFrame, fmt: str = "{:.2f}", **match) -> str:
@@ -74,34 +65,6 @@ def _table1(an: Analysis) -> list[str]:
         for metric, label, fmt in (("alpha_mean", "mean α (PACE)", "{:.3f}"), ("upload_pct", "upload bytes (%)", "{:.2f}"),
                                    ("return_pct", "return bytes (%)", "{:.2f}")):
             out.append(f"| {label} | " + " | ".join(_pair(c3, fmt, dataset=d, metric=metric) for d in _DATASETS) + " |")
-    return out
-
-
-def draws_table(an: Analysis, level: str = "###") -> list[str]:
-    """Table 12's Local and PACE accuracy on data seed 2024, our range over the stored partition
-    draws and the paper's value, per dataset (also in REPRODUCTION.md)."""
-    comp, spread = an.comps.get("12"), an.spreads.get("12")
-    if comp is None or comp.empty or spread is None:
-        return []
-    j = comp.join(spread)
-    out = ["", f"{level} Table 12 (Dirichlet β = 0.5): our partition draws beside the paper (accuracy %)", "",
-           "Ours on data seed 2024 (the table's), the range of our means over the stored draws (their number) and "
-           "the paper's one draw; \"inside\" when the paper's value lies in that range "
-           f"(a \"partition draw\" cause needs at least {cz.DRAW_CAUSE_MIN} draws).", "",
-           "| dataset | Local (2024) | Local: our draws | Local: paper | PACE (2024) | PACE: our draws | PACE: paper |",
-           "|---|---|---|---|---|---|---|"]
-    for d in _DATASETS:
-        cells = []
-        for method, variant in (("local", "native"), ("pace", "full")):
-            e = _entry(j, dataset=d, method=method, variant=variant, metric="acc")
-            if e is None:
-                cells += ["–", "–", "–"]
-                continue
-            n = int(e["n_draws"]) if e["n_draws"] == e["n_draws"] else 0
-            rng = f"{e['draw_min']:.2f}–{e['draw_max']:.2f} ({n})" if n else "–"
-            inside = n and e["draw_min"] <= e["paper_mean"] <= e["draw_max"]
-            cells += [_n(e["ours_mean"]), rng, _n(e["paper_mean"]) + (" inside" if inside else "")]
-        out.append(f"| {d} | " + " | ".join(cells) + " |")
     return out
 
 
@@ -165,6 +128,14 @@ def readme_block(an: Analysis) -> str:
     """The generated block (markers included) for one :class:`~pace_nb.analysis.report.Analysis`."""
     body = _status(an) + _table1(an) + draws_table(an) + _spear(an)
     return "\n".join([BEGIN, *body, END]) + "\n"
+
+
+def outputs_from_store(store, config_paths: Sequence = (), tables: Sequence[str] | None = None,
+                       label: str | None = None) -> tuple[str, str]:
+    """REPRODUCTION.md's text and the README block of a store, from one analysis of it; ``label``:
+    the store as the user named it (default :func:`~pace_nb.core.config.store_label`)."""
+    text, an = report_and_analysis(store, config_paths, tables, label)
+    return text, readme_block(an)
 
 
 def _bounds(text: str) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -17,6 +17,7 @@ from pace_nb.analysis import causes as cz
 from pace_nb.analysis import verdicts as vd
 from pace_nb.analysis.causes import LIST_ABOVE
 from pace_nb.analysis.draws import DRAW_TABLES, DRAWS_FOLDER, data_seeds, draw_spread, split_draws
+from pace_nb.analysis.draws_table import draws_table
 from pace_nb.analysis.tables import NOT_RUN, build_tables, canonical_method, render_markdown
 from pace_nb.analysis.spear_comparison import comparison_label, is_comparison
 
@@ -46,7 +47,7 @@ def agreement(comp: pd.DataFrame, methods: Sequence[str] | None = None) -> dict:
     if methods is not None and len(s):
         s = s[s["method"].map(canonical_method).isin(set(methods))]
     ran = s[(s["status"] == "ok") & s["diff"].notna()] if len(s) else s
-    out = {"scored": int(len(s)), "run": int(len(ran))}
+    out: dict[str, int | float | None] = {"scored": int(len(s)), "run": int(len(ran))}
     for b in BANDS:
         out[f"within_{b:g}"] = (float((gaps(ran).abs() <= b).mean()) if len(ran) else None)
     return out
@@ -96,7 +97,7 @@ def config_runs(cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]]) -
     """Per shipped config: cells it expands to, cells in the store, their summed wall time
     (the cells' manifests), and the datasets of the cells not in the store."""
     keys = cells["setting_key"] if "setting_key" in cells else cells.get("key")  # cells with a data fingerprint too
-    have = dict(zip(keys, cells["wall_seconds"])) if len(cells) and "wall_seconds" in cells else {}
+    have = dict(zip(keys, cells["wall_seconds"], strict=True)) if len(cells) and "wall_seconds" in cells else {}
     recs = []
     for name, cfg_cells in configs.items():
         keys = [c["key"] for c in cfg_cells]
@@ -140,7 +141,7 @@ def _num(v: float, fmt: str = "{:.2f}") -> str:
 def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]], *,
                  store_label: str = "results/", cell_rows: pd.DataFrame | None = None,
                  tables: Sequence[str] | None = None, draws: Mapping[int, pd.DataFrame] | None = None,
-                 draw_cells: pd.DataFrame | None = None, analysis: "Analysis | None" = None) -> str:
+                 draw_cells: pd.DataFrame | None = None, analysis: Analysis | None = None) -> str:
     """The text of REPRODUCTION.md (deterministic: no time stamps, no paths but ``store_label``).
 
     ``rows``: the store's rows (:meth:`ResultsStore.load`); ``cells``: :meth:`ResultsStore.cells`;
@@ -191,7 +192,6 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
         out += _md_table(["table", "row", "column", "ours", "paper", "ours − paper", "our draws", "status: causes"],
                          [[r.table, r.row, r.col, _num(r.ours), _num(r.paper), f"{r.diff:+.2f}", r.draws or "–",
                            r.text] for r in far_frame.itertuples()])
-    from pace_nb.analysis.readme_block import draws_table
 
     out += draws_table(an, level="###")
     out += ["", "### Declared causes", "",
@@ -317,22 +317,21 @@ def _draws_store(store):
 
 def _concat_cells(*frames: pd.DataFrame | None) -> pd.DataFrame:
     """The cells of several stores as one frame (empty ones left out)."""
-    frames = [f for f in frames if f is not None and len(f)]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["key", "wall_seconds"])
+    kept = [f for f in frames if f is not None and len(f)]
+    return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=["key", "wall_seconds"])
 
 
 def report_from_store(store, config_paths: Sequence = (), tables: Sequence[str] | None = None) -> str:
     """:func:`build_report` of a :class:`~pace_nb.experiments.store.ResultsStore` (and its mask draws,
     ``<store>/draws``) and config files."""
-    return outputs_from_store(store, config_paths, tables)[0]
+    return report_and_analysis(store, config_paths, tables)[0]
 
 
-def outputs_from_store(store, config_paths: Sequence = (), tables: Sequence[str] | None = None,
-                       label: str | None = None) -> tuple[str, str]:
-    """REPRODUCTION.md's text and the README block (:func:`~pace_nb.analysis.readme_block.readme_block`)
-    of a store, from one :func:`analyse` of it; ``label``: the store as the user named it (default
-    :func:`store_label`)."""
-    from pace_nb.analysis.readme_block import readme_block
+def report_and_analysis(store, config_paths: Sequence = (), tables: Sequence[str] | None = None,
+                        label: str | None = None) -> tuple[str, Analysis]:
+    """REPRODUCTION.md's text of a store and the one :func:`analyse` of it it was built from (README's
+    block is built from the same: :func:`~pace_nb.analysis.readme_block.outputs_from_store`);
+    ``label``: the store as the user named it (default :func:`~pace_nb.core.config.store_label`)."""
     from pace_nb.core.config import store_label
 
     frames = [store.rows_of(k).assign(cell=k) for k in store.keys()]
@@ -346,5 +345,5 @@ def outputs_from_store(store, config_paths: Sequence = (), tables: Sequence[str]
     text = build_report(rows, _store_cells(store), config_cells(config_paths), store_label=label or store_label(store.root),
                         cell_rows=cell_rows, tables=tables, draws=draws,
                         draw_cells=_store_cells(dstore) if dstore is not None else None, analysis=an)
-    return text, readme_block(an)
+    return text, an
 

@@ -101,7 +101,7 @@ def entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -> pd.Da
     datasets = sorted(set(r.dataset), key=dataset_order) if r is not None else []
     pairs = [(m, "full" if m == "spear" else "native") for m in spear_comparison()]
     if r is not None:  # other widths that were run (e.g. FedAvg at hidden 256 for Tab. 3)
-        for m, v in dict.fromkeys(zip(r.method.str.lower(), r.variant)):
+        for m, v in dict.fromkeys(zip(r.method.str.lower(), r.variant, strict=True)):
             if (m, v) in pairs or (table != "main" and v == "teacher_ensemble"):
                 continue
             at = [i for i, (pm, _) in enumerate(pairs) if pm == m]  # right below its own method's row
@@ -112,5 +112,5 @@ def entries(table: str, paper: pd.DataFrame, rows: pd.DataFrame | None) -> pd.Da
     frame = frame.drop_duplicates(subset=["dataset", "method", "variant", "metric"], keep="first")
     # columns dataset by dataset (registry order), each in the metrics' order; rows keep the methods' order
     order = [(dataset_order(d), metrics_.index(m) if m in metrics_ else len(metrics_)) for d, m in
-             zip(frame["dataset"], frame["metric"])]
+             zip(frame["dataset"], frame["metric"], strict=True)]
     return frame.iloc[sorted(range(len(frame)), key=order.__getitem__)].reset_index(drop=True)

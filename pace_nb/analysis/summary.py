@@ -5,7 +5,7 @@ Used by ``pace-nb run`` (in the order the methods ran), the tables (sorted) and 
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -77,7 +77,7 @@ class _Ours:
         summ = summarize(rows)
         summ["beta"] = summ["beta"].fillna(-1.0)
         self.summary = summ.set_index(list(SETTING)).sort_index()
-        self._records = dict(zip(self.summary.index, self.summary.to_dict("records")))  # O(1) lookups
+        self._records = dict(zip(self.summary.index, self.summary.to_dict("records"), strict=True))  # O(1) lookups
 
     def get(self, dataset, partition, beta, k, method, variant, rank, metric):
         key = (dataset, partition, -1.0 if beta != beta else float(beta), int(k), method, variant, int(rank))
@@ -195,7 +195,8 @@ TABLES: Registry = Registry("table")
 
 def register_table(table_id: str, definition: TableDef) -> TableDef:
     """Register a table layout; its paper values are ``paper_values(definition.paper, table=definition.table)``."""
-    return TABLES.register(str(table_id), definition)
+    TABLES.register(str(table_id), definition)
+    return definition
 
 
 for _tid, _t in sorted(_BUILTIN.items(), key=lambda kv: (kv[1].paper != "pace", int(kv[0]) if kv[0].isdigit() else 99,
@@ -247,7 +248,7 @@ def comparison(table_id: str, rows: pd.DataFrame | None, ours: _Ours | None = No
     out = paper.rename(columns={"value": "paper_mean", "std": "paper_std"}).drop(columns=["paper"])
     out.insert(0, "col", [t.col(e) for _, e in paper.iterrows()])
     out.insert(0, "row", [t.row(e) for _, e in paper.iterrows()])
-    out["ours_mean"], out["ours_std"], out["n_seeds"] = zip(*got) if got else ([], [], [])
+    out["ours_mean"], out["ours_std"], out["n_seeds"] = zip(*got, strict=True) if got else ([], [], [])
     out["ours_mean"] = pd.to_numeric(out["ours_mean"], errors="coerce")
     out["diff"] = out["ours_mean"] - out["paper_mean"]
     out["status"] = np.where(out["ours_mean"].isna(), NOT_RUN, "ok")
@@ -256,6 +257,7 @@ def comparison(table_id: str, rows: pd.DataFrame | None, ours: _Ours | None = No
     if table_id == "4":  # our matched baseline (its name; ``ours_method``: whose rows) beside the paper's
         for i, e in out.iterrows():
             if e.col == "Matched":
+                assert ours is not None  # PACE's tables build their seed summaries above
                 m, v, n = ours.best_cnll(e.dataset, e.partition, e.beta, e.num_clients, e.metric)
                 out.loc[i, ["ours_mean", "ours_std", "n_seeds"]] = [v, math.nan, n]
                 out.loc[i, ["ours_text", "ours_method"]] = [f"{method_label(m)}+CNLL" if m else "", m or ""]
@@ -320,7 +322,7 @@ def layout(comp: pd.DataFrame) -> pd.DataFrame:
                 if r.variant == "cnll"}
         sel = cells.col == "Matched"
         cells.loc[sel, "cell"] = [c + f" [paper: {name.get((d, m), '?')}]"
-                                  for c, d, m in zip(cells.loc[sel, "cell"], cells.loc[sel, "dataset"], cells.loc[sel, "metric"])]
+                                  for c, d, m in zip(cells.loc[sel, "cell"], cells.loc[sel, "dataset"], cells.loc[sel, "metric"], strict=True)]
     rows = list(dict.fromkeys(cells.row))
     cols = list(dict.fromkeys(cells.col))
     grid = cells.drop_duplicates(["row", "col"]).pivot(index="row", columns="col", values="cell")
@@ -334,7 +336,7 @@ def render_markdown(table_id: str, comp: pd.DataFrame) -> str:
     if grid.empty:
         return head + "(no entries)\n"
     lines = ["| | " + " | ".join(grid.columns) + " |", "|---" * (len(grid.columns) + 1) + "|"]
-    lines += [f"| {idx} | " + " | ".join(r) + " |" for idx, r in zip(grid.index, grid.values.tolist())]
+    lines += [f"| {idx} | " + " | ".join(r) + " |" for idx, r in zip(grid.index, grid.values.tolist(), strict=True)]
     notes = render_notes(TABLES[table_id])
     tail = ("\n" + "\n".join(f"* {n}" for n in notes) + "\n") if notes else ""
     return head + "\n".join(lines) + "\n" + tail
@@ -354,7 +356,7 @@ def render_latex(table_id: str, comp: pd.DataFrame) -> str:
         return f"% {TABLES[table_id].title}: no entries\n"
     lines = [r"\begin{table}[t]", r"\centering\scriptsize", r"\begin{tabular}{l" + "l" * len(grid.columns) + "}",
              r"\toprule", " & " + " & ".join(_tex(c) for c in grid.columns) + r" \\", r"\midrule"]
-    lines += [_tex(idx) + " & " + " & ".join(_tex(c) for c in r) + r" \\" for idx, r in zip(grid.index, grid.values.tolist())]
+    lines += [_tex(idx) + " & " + " & ".join(_tex(c) for c in r) + r" \\" for idx, r in zip(grid.index, grid.values.tolist(), strict=True)]
     notes = "".join(" " + _tex(n) for n in render_notes(TABLES[table_id]))
     lines += [r"\bottomrule", r"\end{tabular}",
               rf"\caption{{{_tex(TABLES[table_id].title)}. Each cell: ours / paper (ours $-$ paper).{notes}}}",
@@ -362,7 +364,7 @@ def render_latex(table_id: str, comp: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def select_tables(spec: str | Sequence[str] | None) -> list[str]:
+def select_tables(spec: str | Iterable[str] | None) -> list[str]:
     """``None``/"all" → every table; else ids like "1,2,spear-ablation" ("pace"/"spear" = all of one paper)."""
     if spec is None or spec == "all":
         return list(TABLES)

@@ -24,7 +24,7 @@ and rows (FedNova = our FedAvg seed for seed), so the headline gives both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -86,7 +86,7 @@ def verdict(table_id: str, e: pd.Series, comp: pd.DataFrame, ev: cz.Evidence | N
         if c.parent is None or i is None:
             continue
         p = cz.sibling(comp, e, *c.parent.of(e))
-        if p is None or c.parent.of(e) in _seen or not p["paper_mean"] == p["paper_mean"]:
+        if p is None or c.parent.of(e) in _seen or pd.isna(p["paper_mean"]):
             labels[i] += " → its row has no paper value in this table" if p is not None else \
                 " → its row is not in this table"
             continue

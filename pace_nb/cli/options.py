@@ -5,7 +5,7 @@ Lists are written comma-separated (``--seeds 2024,2025,2026``); the space-separa
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from pace_nb.core.errors import ConfigError
 
@@ -31,9 +31,9 @@ def int_list(values: str | Iterable[str], option: str) -> list[int]:
 
 def add_seeds(parser, default: Iterable[int], what: str) -> None:
     """``--seeds`` with the one list syntax (comma-separated; spaces accepted)."""
-    default = ",".join(map(str, default))
-    parser.add_argument("--seeds", nargs="+", default=[default], metavar="S[,S...]",
-                        help=f"{what}, comma separated (default {default})")
+    listed = ",".join(map(str, default))
+    parser.add_argument("--seeds", nargs="+", default=[listed], metavar="S[,S...]",
+                        help=f"{what}, comma separated (default {listed})")
 
 
 def interrupted_note(saved: str | None) -> str:

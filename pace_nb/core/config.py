@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Iterable
 
 if TYPE_CHECKING:  # torch is imported where a device is resolved (start-up stays light)
     import torch

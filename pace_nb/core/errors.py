@@ -1,7 +1,7 @@
 """User-facing errors: one line, actionable, no traceback from ``pace-nb``."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class PaceNBError(Exception):

@@ -110,10 +110,8 @@ def _atomic(path: str | os.PathLike, write) -> Path:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         if isinstance(exc, OSError) and not isinstance(exc, PaceNBError):
             raise _storage_error(path, exc) from exc
         raise

@@ -14,7 +14,8 @@ An unknown name raises :class:`~pace_nb.core.errors.UnknownNameError` listing th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
+from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterator, Mapping
 
 from pace_nb.core.errors import ConfigError, unknown
 

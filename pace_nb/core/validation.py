@@ -24,7 +24,8 @@ import dataclasses
 import math
 import numbers
 from dataclasses import MISSING, dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.limits import MAX_CLIENTS, MAX_SEEDS

@@ -26,6 +26,7 @@ import pandas as pd
 from pace_nb.core.errors import ConfigError, DataCorruptionError, MissingDataError, PaceNBError
 from pace_nb.data import graph_cache
 from pace_nb.data.checks import MAX_FEATURE, prepare_graph, validate_graph  # noqa: F401 (re-exported)
+from pace_nb.data.graph_paths import graph_files, is_graph_path
 from pace_nb.core.registry import Registry
 
 if TYPE_CHECKING:  # torch and PyG are imported where graphs are built: `pace-nb datasets` needs neither
@@ -313,8 +314,6 @@ def data_fingerprint(name: str, root: str | os.PathLike | None = None) -> str:
     Missing raw files raise :class:`MissingDataError`. A user's graph file or folder
     (docs/OWN_DATA.md) is fingerprinted by its files' sha256s."""
     if str(name) not in DATASETS and Path(str(name)).expanduser().exists():
-        from pace_nb.data.userdata import graph_files, is_graph_path
-
         path = Path(str(name)).expanduser().resolve()
         if is_graph_path(path):
             digest = hashlib.sha256()

@@ -30,10 +30,10 @@ from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
 from pace_nb.core.errors import ConfigError, MissingDataError
 from pace_nb.data import graph_cache
+from pace_nb.data.graph_paths import FOLDER_FILES, graph_files, is_graph_path
 
 NPZ_KEYS = ("edge_index", "x", "x_data", "x_indices", "x_indptr", "x_shape", "y",
             "train_mask", "val_mask", "test_mask", "client")
-FOLDER_FILES = ("edges.csv", "features.csv", "features.npy", "labels.csv", "clients.csv", "split.csv")
 MASKS = ("train_mask", "val_mask", "test_mask")
 SPLIT_WORDS = {"train": 0, "val": 1, "test": 2, "none": 3, "": 3}
 #: Split code of a node in no mask (codes 0/1/2 are train/val/test, as in the partition cache).
@@ -41,14 +41,6 @@ NO_SPLIT = 3
 #: Largest dense feature matrix a file may expand to (float32 bytes).
 MAX_DENSE_BYTES = 8 << 30
 OPTIONAL = ("client", "split")
-
-
-def is_graph_path(value) -> bool:
-    """Whether ``value`` names an existing graph file (``*.npz``) or folder (holding ``edges.csv``)."""
-    if not isinstance(value, (str, os.PathLike)):
-        return False
-    p = Path(value).expanduser()
-    return (p.is_file() and p.suffix.lower() == ".npz") or (p.is_dir() and (p / "edges.csv").is_file())
 
 
 def _err(where: str, field: str, msg: str) -> ConfigError:
@@ -314,10 +306,6 @@ def graph_name(path: Path) -> str:
 
     stem = graph_cache.safe_name(path.stem if path.is_file() else path.name)
     return f"file:{stem}" if stem in DATASETS else stem
-
-
-def graph_files(path: Path) -> list[Path]:
-    return [path] if path.is_file() else [path / f for f in FOLDER_FILES if (path / f).is_file()]
 
 
 def signature(path: Path) -> tuple:

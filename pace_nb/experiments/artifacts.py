@@ -21,7 +21,8 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -41,7 +42,8 @@ def _frame_bytes(frame: pd.DataFrame) -> bytes:
 
 def _arrays_bytes(arrays: Mapping[str, Any]) -> bytes:
     buf = io.BytesIO()
-    np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    named: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}  # Any: savez's keywords include allow_pickle
+    np.savez(buf, **named)
     return buf.getvalue()
 
 

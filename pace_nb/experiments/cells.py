@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+from pace_nb.data.federation import FederatedGraph
 from pace_nb.experiments.store import stable_key
-from pace_nb.nn.training import TrainConfig
+from pace_nb.nn.training import LocalModels, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ def _run_spear_cell(cell: Cell, data_root=None) -> pd.DataFrame:
     from pace_nb.methods.spear import analysis as sa
     from pace_nb.methods.spear.core import SpearConfig
 
+    assert cell.beta is not None  # SPEAR's cells are Dirichlet ones: grid.expand gives each its beta
     opts = json.loads(cell.options)
     config = SpearConfig(**{k: opts[k] for k in ("T", "a", "gamma") if k in opts})
     frames = []
@@ -123,8 +125,8 @@ class LocalReuse:
     """
 
     key: str | None = None
-    fg: object = None
-    local: object = None
+    fg: FederatedGraph | None = None
+    local: LocalModels | None = None
     trained: int = 0
     reused: int = 0
 
@@ -146,6 +148,7 @@ def _shared_local(cell: Cell, reuse: LocalReuse, fg, data_root, device, config):
                                                      data_seed=cell.data_seed, beta=cell.beta, data_root=data_root)
         reuse.key, reuse.fg, reuse.local = key, built, None
     if reuse.local is None and needs_local(cell.methods):
+        assert reuse.fg is not None  # held since the key check above
         reuse.local = train_local(reuse.fg, cell.seeds, config, device=device, progress=False)
         reuse.trained += 1
     elif reuse.local is not None:

@@ -16,7 +16,8 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
+from collections.abc import Callable, Iterable, Mapping
 
 from pace_nb.core.config import DATA_SEED, PAPER_SEEDS, shipped_configs
 from pace_nb.core.errors import ConfigError, PaceNBError

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -99,7 +100,7 @@ def migrate(frame: pd.DataFrame) -> pd.DataFrame:
     cache: dict[tuple, int] = {}
     derived: list[dict[str, Any]] = []
     code = np.empty(len(rows), dtype=np.int64)
-    for j, key in enumerate(zip(*(c[rows] for c in cols))):
+    for j, key in enumerate(zip(*(c[rows] for c in cols), strict=True)):
         i = cache.get(key)
         if i is None:
             params, method, seed, known = key

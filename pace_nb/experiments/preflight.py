@@ -3,7 +3,7 @@ the memory a cell's training needs, and which cells a store already holds (data 
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from collections.abc import Iterable
 
 from pace_nb.core.errors import ConfigError, MissingDataError
 from pace_nb.experiments.cells import Cell
@@ -45,8 +45,9 @@ def check_memory(cells: list[Cell], data_root, device) -> None:
     for (dataset, hidden), cell in biggest.items():
         if dataset not in shapes:
             shapes[dataset] = dataset_shape(dataset, data_root)
-        if shapes[dataset] is not None:
-            features, classes = shapes[dataset]
+        shape = shapes[dataset]
+        if shape is not None:
+            features, classes = shape
             try:
                 check_training_memory(len(cell.seeds) * cell.num_clients, features, hidden, classes, dev)
             except ConfigError as exc:

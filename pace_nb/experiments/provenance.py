@@ -10,7 +10,8 @@ import functools
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 #: Fields of a provenance record (every one present; ``None`` when it could not be read).
 FIELDS: tuple[str, ...] = ("package_version", "git_commit", "git_dirty", "torch", "torch_geometric", "numpy",
@@ -26,7 +27,7 @@ def _git(root: Path, *args: str) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def git_state(root: Path | None) -> tuple[str | None, bool | None]:
     """``(commit, dirty)`` of the checkout at ``root``: HEAD's hash and whether tracked files differ
     from it (untracked files are not counted); ``(None, None)`` outside a git checkout. Read once per

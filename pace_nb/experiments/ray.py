@@ -30,7 +30,8 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Hashable, Iterable, Iterator, Sequence
+from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 
 from pace_nb.core.errors import ConfigError, PaceNBError
 
@@ -42,7 +43,7 @@ LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray binds every servi
 class CellsFailedError(PaceNBError, RuntimeError):
     """Some grid cells failed on every attempt; the others were stored."""
 
-    def __init__(self, failures: Sequence["CellFailure"], total: int):
+    def __init__(self, failures: Sequence[CellFailure], total: int):
         self.failures = list(failures)
         shown = "; ".join(f"{f.key} ({f.error})" for f in self.failures[:3])
         more = f"; … {len(self.failures) - 3} more" if len(self.failures) > 3 else ""
@@ -80,7 +81,7 @@ class RayOptions:
     def __post_init__(self):
         if self.workers is not None and (isinstance(self.workers, bool) or int(self.workers) < 1):
             raise ConfigError(f"--ray-workers must be a positive integer, got {self.workers!r}")
-        if not 0 < self.cpus_per_task:
+        if not self.cpus_per_task > 0:
             raise ConfigError(f"cpus_per_task must be > 0, got {self.cpus_per_task}")
         if not 0 < self.gpus_per_task <= 1:
             raise ConfigError(f"gpus_per_task must be a fraction in (0, 1], got {self.gpus_per_task}")
@@ -131,7 +132,7 @@ def probe(host: str, port: int, timeout: float) -> None:
 def _loopback_only(ray):
     """Make a local runtime bind its services to 127.0.0.1 (env for the spawned daemons,
     constant for this already imported driver)."""
-    consts = importlib.import_module("ray._private.ray_constants")
+    consts: Any = importlib.import_module("ray._private.ray_constants")
     old_env, old_flag = os.environ.get(LOOPBACK_ENV), getattr(consts, "ENABLE_RAY_CLUSTER", None)
     os.environ[LOOPBACK_ENV] = "0"
     consts.ENABLE_RAY_CLUSTER = False
@@ -213,6 +214,7 @@ def connect(options: RayOptions) -> bool:
                                       f"({' '.join(str(exc).split())[:200]}); {load_note()}; see "
                                       "session_latest/logs in Ray's temporary folder") from None
     if kind in ("gcs", "client"):
+        assert host is not None and port is not None  # parse_address gives both for these kinds
         probe(host, port, min(options.connect_timeout, 5.0))
     if kind == "client":
         common = dict(namespace="pace_nb", logging_level="error")  # the client rejects local-only flags
@@ -278,7 +280,7 @@ class RayExecutor:
     failures: list[CellFailure] = field(default_factory=list, init=False)
     stats: dict[str, float] = field(default_factory=dict, init=False)
 
-    def bind(self, *, data_root=None, device: str | None = None, share_graphs: bool = True) -> "RayExecutor":
+    def bind(self, *, data_root=None, device: str | None = None, share_graphs: bool = True) -> RayExecutor:
         """Called by ``run_grid`` before :meth:`map`: its data root, device and whether its
         runner takes ``fg=``."""
         self.data_root, self.share_graphs = data_root, bool(share_graphs)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 import pandas as pd
 
@@ -82,7 +83,7 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
         why = _missing_data(cell, data_root)
         if why and strict:
             raise MissingDataError(f"{cell.dataset}: {why} (grid is strict; drop the dataset or add its files)")
-        rec = dict(key=cell.key, label=cell.label, status="planned", rows=None, seconds=None)
+        rec: dict[str, Any] = dict(key=cell.key, label=cell.label, status="planned", rows=None, seconds=None)
         if why:
             rec.update(status=f"not run: {why}", rows=0)
         elif store.has(cell.key) or preflight.legacy_done(store, cell):

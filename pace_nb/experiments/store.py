@@ -28,7 +28,8 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -139,7 +140,7 @@ class ResultsStore:
         self.read_only = False
 
     @classmethod
-    def for_reading(cls, path: str | os.PathLike | None = None, *, must_exist: bool = False) -> "ResultsStore":
+    def for_reading(cls, path: str | os.PathLike | None = None, *, must_exist: bool = False) -> ResultsStore:
         """The store readers use (:func:`~pace_nb.core.config.read_results_dir`): ``path`` >
         ``$PACE_NB_RESULTS`` > the user's ``data/results`` when it holds cells > the shipped
         ``results/``, which is then read-only. A missing folder reads as empty unless ``must_exist``."""
@@ -390,7 +391,7 @@ def collapse_duplicates(frame: pd.DataFrame) -> pd.DataFrame:
             bad = np.flatnonzero(differs.any(axis=1))
             if bad.size:
                 first, other = group.iloc[0], group.iloc[bad[0]]
-                cols = [c for c, d in zip(VALUE_COLUMNS, differs[bad[0]]) if d]
+                cols = [c for c, d in zip(VALUE_COLUMNS, differs[bad[0]], strict=True) if d]
                 what = ", ".join(f"{c}={first[c]}" for c in KEY_COLUMNS)
                 raise DataCorruptionError(
                     f"conflicting results: cells {first['_cell']} and {other['_cell']} both hold the row "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Mapping
+from collections.abc import Mapping
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.limits import MAX_CELLS, MAX_CLIENTS, MAX_ROUNDS
@@ -52,7 +52,7 @@ def positive_reals(cfg, key: str, values) -> list[float]:
         raise cfg.error(f"{key} needs at least one value, got []", key)
     out = []
     for v in vals:
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v > 0):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and float(v) > 0):
             raise cfg.error(f"{key} must be finite numbers > 0, got {v!r}", key=key)
         out.append(float(v))
     return out
@@ -60,7 +60,7 @@ def positive_reals(cfg, key: str, values) -> list[float]:
 
 def unit_real(cfg, key: str, value) -> float:
     """A number in [0, 1] (SPEAR's perturbation rates rho, eta)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) <= 1:
         raise cfg.error(f"{key} must be a number in [0, 1], got {value!r}", key=key)
     return float(value)
 
@@ -131,7 +131,7 @@ def refuse_yaml_aliases(text_: str, path: str) -> None:
         raise ConfigError(f"{path}: cannot parse YAML: {' '.join(str(exc).split())}") from None
 
 
-def grid_section(cfg, allowed: set) -> dict:
+def grid_section(cfg, allowed: set) -> Mapping:
     """``[grid]``, its values checked (the grid loop reads strict / data_root / device from it)."""
     grid = cfg.raw.get("grid", {})
     if not isinstance(grid, Mapping):

@@ -86,7 +86,7 @@ class Adapter:
     """One method on Flower. Client side: :meth:`upload` (and :meth:`receive` for receivers
     evaluation); server side: :meth:`screen`, :meth:`consensus`, :meth:`server`, :meth:`rows`."""
 
-    name: ClassVar[str] = ""
+    name: str = ""  # the method's id (per instance for the one generic one-shot adapter)
     evaluation: ClassVar[str] = "complete_graph"
     #: What :meth:`consensus` compares (named in an exclusion's reason).
     consensus_what: ClassVar[str] = "uploaded tensors"
@@ -206,7 +206,8 @@ def receiver_rows(reports: list[dict], partitions: list[int], num_classes: int, 
     def onehot(pred):
         return F.one_hot(torch.from_numpy(pred).long(), num_classes).float()
 
-    clients, pred = [], {"final": [], "local": [], "external": []}
+    clients: list[SimpleNamespace] = []
+    pred: dict[str, list[torch.Tensor]] = {"final": [], "local": [], "external": []}
     for rep in reports:
         y, _ = wire.pairs(rep["confusion_final"], num_classes)
         for key in pred:
@@ -218,7 +219,7 @@ def receiver_rows(reports: list[dict], partitions: list[int], num_classes: int, 
                            num_classes=num_classes, clients=clients)
     rows = evaluate_method(view, pred["local"], pred["final"], None, **kw)
     blended = evaluate_method(view, pred["external"], pred["external"], [float(r["alpha"]) for r in reports], **kw)
-    for row, other, pid in zip(rows, blended, list(partitions) + [-1]):
+    for row, other, pid in zip(rows, blended, list(partitions) + [-1], strict=True):
         row.update(receiver=int(pid), alpha=other["alpha"], acc_external=other["acc_local"],
                    num_clients=int(fed.get("num_clients", len(reports))))
     return rows

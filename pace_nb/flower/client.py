@@ -78,7 +78,7 @@ def receive(message, context, default_dir=None):
     held = context.state[STATE]
     if str(held["method"]) != s.method or int(held["seed"]) != s.seed:
         raise ConfigError(f"this node uploaded for {held['method']} seed {held['seed']}, not {s.method} seed {s.seed}")
-    kept = held[wire.BLOB] if wire.BLOB in held else None
+    kept = held.get(wire.BLOB)
     return _reply(message, None, make_adapter(s).receive(client, meta, kept, wire.blob(message.content[wire.PAYLOAD])))
 
 

@@ -91,19 +91,15 @@ def _wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float) -> 
 def _stop(procs: list[subprocess.Popen]) -> None:
     for p in reversed(procs):
         if p.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
     t_end = time.monotonic() + 10
     for p in procs:
         try:
             p.wait(timeout=max(0.1, t_end - time.monotonic()))
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             p.wait()
 
 
@@ -202,16 +198,16 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
 
         (root / "credentials" / "other_ca.crt").write_bytes(certificate_authority("another CA")[1].public_bytes(
             serialization.Encoding.PEM))
-    security = "insecure = true" if insecure else f'root-certificates = "{creds.ca}"'
+    security = "insecure = true" if creds is None else f'root-certificates = "{creds.ca}"'
     (home / "config.toml").write_text(f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\n'
                                       f'address = "{HOST}:{port}"\n{security}\n')
-    link_security = ["--insecure"] if insecure else [
+    link_security = ["--insecure"] if creds is None else [
         "--ssl-ca-certfile", str(creds.ca), "--ssl-certfile", str(creds.server_cert),
         "--ssl-keyfile", str(creds.server_key), "--enable-supernode-auth"]
 
     def node_security(k: int, ca=None) -> list[str]:
-        return ["--insecure"] if insecure else ["--root-certificates", str(ca or creds.ca),
-                                                "--auth-supernode-private-key", str(creds.node_keys[k][0])]
+        return ["--insecure"] if creds is None else ["--root-certificates", str(ca or creds.ca),
+                                                     "--auth-supernode-private-key", str(creds.node_keys[k][0])]
     pkg_root = str(Path(__file__).resolve().parents[2])
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("PACE_NB_")}
     base_env.update(FLWR_HOME=str(home), PYTHONPATH=os.pathsep.join([pkg_root, base_env.get("PYTHONPATH", "")]),
@@ -221,9 +217,9 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
     procs: list[subprocess.Popen] = []
 
     def start(cmd, name, env):
-        log = open(logs / f"{name}.log", "wb")
-        procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                      cwd=root))
+        with open(logs / f"{name}.log", "wb") as log:  # the child keeps its own descriptor
+            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                          cwd=root))
         return procs[-1]
 
     t0 = time.perf_counter()
@@ -232,8 +228,8 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
                       "--database", ":flwr-in-memory:", "--disable-runtime-dependency-installation"],
                      "superlink", {**base_env, "PACE_NB_DATA": str(no_data), "PACE_NB_CACHE": str(no_data)})
         _wait_port(port, link, "flower-superlink", 120)
-        for k in range(fg.num_clients if creds is not None else 0):  # only these keys may join
-            reg = subprocess.run(["flwr", "supernode", "register", str(creds.node_keys[k][1]), "loopback"],
+        for k, (_, public_key) in enumerate(creds.node_keys[:fg.num_clients] if creds is not None else []):  # only these may join
+            reg = subprocess.run(["flwr", "supernode", "register", str(public_key), "loopback"],
                                  env=base_env, cwd=root, capture_output=True, text=True, timeout=120)
             if reg.returncode != 0:
                 raise ConfigError(f"registering SuperNode {k}'s key failed: {(reg.stdout + reg.stderr)[-500:]}")
@@ -257,9 +253,9 @@ def deploy(fg, settings: FlowerSettings, *, workdir=None, timeout: float = 900.0
                 probes[name] = logs / f"probe_{name}.log"
         shutil.rmtree(shared)
         t_started = time.perf_counter()
-        run = subprocess.run(["flwr", "run", str(app), "loopback", "--stream"], env=base_env, cwd=root,
-                             stdout=open(logs / "flwr_run.log", "wb"), stderr=subprocess.STDOUT,
-                             timeout=timeout, start_new_session=True)
+        with open(logs / "flwr_run.log", "wb") as run_log:
+            run = subprocess.run(["flwr", "run", str(app), "loopback", "--stream"], env=base_env, cwd=root,
+                                 stdout=run_log, stderr=subprocess.STDOUT, timeout=timeout, start_new_session=True)
         t_end = time.monotonic() + 30
         while not out.exists() and time.monotonic() < t_end:
             time.sleep(0.2)

@@ -9,7 +9,7 @@ becomes an error reply, as on a SuperNode.
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from pace_nb.flower.server import FlowerOutcome, make_server_app
 from pace_nb.flower.settings import FlowerSettings

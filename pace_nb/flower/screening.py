@@ -16,7 +16,8 @@ import hmac
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 import torch
 
@@ -75,7 +76,7 @@ def federation(fed: Any) -> tuple:
     out = []
     for field, kind in FEDERATION_FIELDS.items():
         v = fed.get(field)
-        if isinstance(v, bool) or not isinstance(v, kind) or (kind is str and len(v) > 256):
+        if isinstance(v, bool) or not isinstance(v, kind) or (isinstance(v, str) and len(v) > 256):
             raise Invalid(f"federation field {field} is {type(v).__name__} {str(v)[:40]!r}, not a {kind.__name__}")
         out.append(v)
     return tuple(out)
@@ -92,7 +93,7 @@ class PublicView:
     credentials: tuple[str, ...]
 
     @classmethod
-    def from_meta(cls, meta: Mapping[str, Any]) -> "PublicView":
+    def from_meta(cls, meta: Mapping[str, Any]) -> PublicView:
         cfg = meta.get("config") or {}
         fed = (meta["dataset"], str(cfg.get("scheme", "")), int(cfg.get("seed", -1)), int(meta["num_clients"]),
                int(meta["num_features"]))
@@ -131,7 +132,7 @@ def payload(data: Any, limit: int) -> bytes:
     return data
 
 
-def _malformed(method: str, exc: Exception) -> "Invalid":
+def _malformed(method: str, exc: Exception) -> Invalid:
     return Invalid(f"malformed {method} upload ({type(exc).__name__}: {str(exc)[:120]})")
 
 
@@ -187,7 +188,7 @@ def carriers_header(data: bytes, method: str, allow_empty: bool = False, bound: 
         got = {n: tuple(s) for n, _, s, _ in entries}
         bad = [f"{n} {got.get(n)} (expected {tuple('*' if d is None else d for d in want)})"
                for n, want in shapes.items()
-               if n not in got or len(got[n]) != len(want) or any(d is not None and d != g for d, g in zip(want, got[n]))]
+               if n not in got or len(got[n]) != len(want) or any(d is not None and d != g for d, g in zip(want, got[n], strict=True))]
         bad += [f"unexpected {n}" for n in got if n not in shapes]
         if bad:
             raise Invalid(f"{method} upload tensors differ from what the method sends: {'; '.join(bad)[:300]}")

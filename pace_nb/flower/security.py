@@ -57,7 +57,7 @@ def certificate_authority(name: str = "pace-nb demo CA", days: int = 7):
 
     key = _ec_key()
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + dt.timedelta(days=days))
@@ -74,12 +74,12 @@ def server_certificate(ca_key, ca_cert, host: str, days: int = 7):
 
     key = _ec_key()
     try:
-        san = [x509.IPAddress(ipaddress.ip_address(host))]
+        san: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(host))]
     except ValueError:
         san = [x509.DNSName(host)]
     if host in ("127.0.0.1", "localhost"):
         san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
             .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=days))

@@ -21,7 +21,8 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -36,13 +37,15 @@ NAN = float("nan")
 
 @dataclass
 class Reply:
-    """One client's answer: who (node, partition), its payload bytes and report."""
+    """One client's answer: who (node, partition), its payload bytes and report. ``payload``,
+    ``report`` and ``federation`` are as received (possibly absent, None) until :mod:`screening`
+    checks them: typed ``Any``, as the screening functions take them."""
 
     node_id: int
     partition_id: int
-    payload: bytes | None
-    report: dict[str, Any] | None
-    federation: dict[str, Any] | None
+    payload: Any
+    report: Any
+    federation: Any
     message_bytes: int
     parsed: Any = None
 
@@ -54,10 +57,10 @@ class FlowerOutcome:
     rows: pd.DataFrame
     wire: pd.DataFrame
     dropped: list[dict[str, Any]]
-    timings: dict[str, float]
+    timings: dict[str, Any]  # seconds, and the runner's name under "runtime"
     settings: dict[str, Any] = field(default_factory=dict)
 
-    def finish(self, total: float, runtime: str, **extra: Any) -> "FlowerOutcome":
+    def finish(self, total: float, runtime: str, **extra: Any) -> FlowerOutcome:
         """Add the runner's wall time: ``startup = total − round``; ``client_compute`` (the
         clients' own seconds, summed) and ``overhead = total − client_compute − server_compute``
         (engine/process start-up, app loading, transport)."""
@@ -169,7 +172,7 @@ def admit_uploads(ups: list[Reply], settings: FlowerSettings, adapter: Adapter |
             fed = screening.federation(r.federation)
             if view is not None:
                 screening.public_facts(fed, r.report["num_classes"], view)
-            r.federation = dict(zip(screening.FEDERATION_FIELDS, fed))
+            r.federation = dict(zip(screening.FEDERATION_FIELDS, fed, strict=True))
             screening.payload(r.payload, settings.max_upload_bytes)
         except screening.Invalid as exc:
             excluded.append(_exclude(r, stage, exc))
@@ -269,7 +272,7 @@ def run_round(grid, settings: FlowerSettings, evaluation=None, view: screening.P
     by_node: dict[int, bytes] = {}
     sent_down: dict[int, int] = {}
     if phase.returns is not None:
-        by_node = {r.node_id: b for r, b in zip(ups, phase.returns)}
+        by_node = {r.node_id: b for r, b in zip(ups, phase.returns, strict=True)}
         reps, dropped2, sent_down = exchange(grid, settings, wire.RECEIVE, [r.node_id for r in ups], by_node, group="2")
         reps, excluded2 = _reports(reps, ups, c, view)
         dropped, excluded = dropped + dropped2, excluded + excluded2

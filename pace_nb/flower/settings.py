@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from pace_nb.core.config import PAPER_SEEDS
 from pace_nb.core.errors import ConfigError
@@ -59,7 +60,7 @@ class FlowerSettings:
         validate_params(self)
         params = method_params(self.params)
         if self.method == "pace":
-            self.pace_config  # validates the variant
+            _ = self.pace_config  # validates the variant
         elif self.method == "spear":
             self.spear_config.for_variant(self.spear_variant)
         else:
@@ -67,10 +68,10 @@ class FlowerSettings:
         if self.method in ("pace", "spear") and params:
             raise ConfigError(f"{self.method}: set its hyperparameters as Flower settings (rank, variant, "
                               f"spear_variant, T, a, gamma), not in params")
-        self.train_config  # validates
+        _ = self.train_config  # validates
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None) -> "FlowerSettings":
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> FlowerSettings:
         """Settings from a run config (keys with ``-`` or ``_``); unknown keys are an error."""
         names = {f.name for f in fields(cls)}
         kw: dict[str, Any] = {}

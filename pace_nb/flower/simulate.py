@@ -13,6 +13,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.flower.client import make_client_app
@@ -44,7 +45,7 @@ def simulate(fg, settings: FlowerSettings, *, partition_dir=None, num_cpus: int 
         export_partitions(fg, directory)
         evaluation = export_evaluation(fg, Path(tmp) / "evaluator")  # read by complete-graph methods only
         cpus = int(num_cpus or os.cpu_count() or 1)
-        backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+        backend: dict[str, dict[str, Any]] = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                    "init_args": {"num_cpus": cpus, "include_dashboard": False, "log_to_driver": verbose}}
         t0 = time.perf_counter()
         with warnings.catch_warnings():

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
 import numpy as np
 import torch

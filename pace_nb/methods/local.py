@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 

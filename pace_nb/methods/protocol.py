@@ -21,7 +21,8 @@ an unknown name or a bad value is a ``ConfigError`` naming the valid ones.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 

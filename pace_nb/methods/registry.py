@@ -19,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from pace_nb.core.errors import ConfigError, MethodError, PaceNBError, unknown
 from pace_nb.core.registry import Entry, Registry

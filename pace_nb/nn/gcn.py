@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -129,7 +129,7 @@ def dropout_masks_(out: Tensor, segments: Sequence[tuple[int, int]], p: float,
     (rows outside every segment must hold 0: they end 0 for ``p`` > 0)."""
     if not 0.0 <= p < 1.0:
         raise ConfigError(f"dropout must be in [0, 1), got {p}")
-    for (o, n), gen in zip(segments, generators):
+    for (o, n), gen in zip(segments, generators, strict=True):
         out[o:o + n].uniform_(0.0, 1.0, generator=gen)
     return out.ge_(p).mul_(1.0 / (1.0 - p))
 

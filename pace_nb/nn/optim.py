@@ -50,7 +50,7 @@ class ModelwiseAdam:
             self.steps = [u for x in t for u in x.unbind(0)]
         else:  # pragma: no cover - device without the fused kernel
             self.opt = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay, foreach=False)
-            for p, mi, vi, ti in zip(params, m, v, t):
+            for p, mi, vi, ti in zip(params, m, v, t, strict=True):
                 if bool((ti != ti[0]).any()):
                     raise ConfigError("models of one chunk must share Adam's step count without a fused kernel")
                 if float(ti[0]) > 0:
@@ -58,7 +58,7 @@ class ModelwiseAdam:
 
     def _initial(self, state: AdamState | None):
         m, v, t = [], [], []
-        for name, p in zip(self.names, self.params):
+        for name, p in zip(self.names, self.params, strict=True):
             mi, vi = torch.zeros_like(p), torch.zeros_like(p)
             ti = torch.zeros(p.shape[0], dtype=torch.float32, device=p.device)
             for i, b in enumerate(self.ids):
@@ -90,7 +90,7 @@ class ModelwiseAdam:
     def save(self, state: AdamState) -> None:
         """Write every model's moments and step count into ``state`` (keyed by its id)."""
         if not self.fused:  # pragma: no cover
-            for p, mi, vi, ti in zip(self.params, self.m, self.v, self.t):
+            for p, mi, vi, ti in zip(self.params, self.m, self.v, self.t, strict=True):
                 st = self.opt.state.get(p)
                 if st:
                     mi.copy_(st["exp_avg"])
@@ -98,7 +98,7 @@ class ModelwiseAdam:
                     ti.fill_(float(st["step"]))
         for i, b in enumerate(self.ids):
             state[b] = {name: (m[i].clone(), v[i].clone(), t[i].clone())
-                        for name, m, v, t in zip(self.names, self.m, self.v, self.t)}
+                        for name, m, v, t in zip(self.names, self.m, self.v, self.t, strict=True)}
 
 
 class ModelwiseSGD:

@@ -104,7 +104,7 @@ class _RaggedMM(torch.autograd.Function):
     def forward(ctx, x, w, sizes, consts):
         segs = x.split(sizes) if x is not None else consts
         out = w.new_empty((sum(sizes), w.shape[2]))
-        for b, (s, o) in enumerate(zip(segs, out.split(sizes))):
+        for b, (s, o) in enumerate(zip(segs, out.split(sizes), strict=True)):
             torch.mm(s, w[b], out=o)
         ctx.sizes, ctx.consts = sizes, consts
         ctx.save_for_backward(x, w)
@@ -119,11 +119,11 @@ class _RaggedMM(torch.autograd.Function):
         dx = dw = None
         if ctx.needs_input_grad[0]:
             dx = g.new_empty((g.shape[0], w.shape[1]))
-            for b, (gb, o) in enumerate(zip(gs, dx.split(ctx.sizes))):
+            for b, (gb, o) in enumerate(zip(gs, dx.split(ctx.sizes), strict=True)):
                 torch.mm(gb, w[b].t(), out=o)
         if ctx.needs_input_grad[1]:
             dw = g.new_empty(w.shape)
-            for b, (s, gb) in enumerate(zip(segs, gs)):
+            for b, (s, gb) in enumerate(zip(segs, gs, strict=True)):
                 torch.mm(s.t(), gb, out=dw[b])
         return dx, dw, None, None
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 import torch
@@ -169,7 +169,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     tr_idx, tr_y, tr_w, tr_m = (torch.cat(t).to(device) for t in parts)
     gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
     masks = torch.zeros(rows_total, config.hidden, device=device) if config.dropout > 0 else None
-    segments = list(zip(offsets, sizes))  # each model's rows of ``masks``
+    segments = list(zip(offsets, sizes, strict=True))  # each model's rows of ``masks``
     curves = torch.zeros(config.epochs, b, 2, device=device) if record else None
     first_bad = torch.full((), -1, dtype=torch.long, device=device)  # first epoch with a non-finite loss
     forward = ragged_forward if nmax is None else batched_forward
@@ -183,7 +183,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
         ce = F.cross_entropy(zt, tr_y, reduction="none")
         loss = (ce * tr_w).sum()
         if extra_loss is not None:
-            seg = [slice(o, o + n) for o, n in zip(offsets, sizes)]
+            seg = [slice(o, o + n) for o, n in zip(offsets, sizes, strict=True)]
             step = TrainStep(params, [h[r] for r in seg], [z[r] for r in seg], list(models), list(client_of), epoch,
                              [pre[r] for r in seg])
             loss = loss + extra_loss(step)

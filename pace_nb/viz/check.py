@@ -64,13 +64,13 @@ def figure_problems(fig: plt.Figure) -> list[str]:
     from pace_nb.methods.registry import method_label, registered
 
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # drawn on Agg (pyplot's figures), which has one
     problems: list[str] = []
     texts = _texts(fig)
     codes = _code_names()
     for t in texts:
         s = t.get_text()
-        if t.get_fontsize() < MIN_FONT_PT - 0.05:
+        if float(t.get_fontsize()) < MIN_FONT_PT - 0.05:
             problems.append(f"text {s[:40]!r} is {t.get_fontsize():.1f} pt (< {MIN_FONT_PT:g} pt)")
         plain = _MATH.sub("", s)
         for code in codes:
@@ -79,10 +79,11 @@ def figure_problems(fig: plt.Figure) -> list[str]:
         snake = _SNAKE.findall(plain)
         if snake:
             problems.append(f"text {s[:40]!r} shows raw column name(s) {snake}")
-    titles = [fig._suptitle] if getattr(fig, "_suptitle", None) is not None else []
+    suptitle = getattr(fig, "_suptitle", None)
+    titles = [suptitle] if suptitle is not None else []
     for ax in fig.axes:
         if ax.get_visible():
-            titles += [ax.title, ax._left_title, ax._right_title]
+            titles += [ax.title, ax._left_title, ax._right_title]  # type: ignore[attr-defined]  # matplotlib's own title Texts
     titles = [t for t in titles if t.get_visible() and t.get_text().strip()]
     boxes = [(t, t.get_window_extent(renderer)) for t in titles]
     for i, (t, b) in enumerate(boxes):
@@ -106,7 +107,7 @@ def figure_problems(fig: plt.Figure) -> list[str]:
         for t in titles:
             if box.overlaps(t.get_window_extent(renderer)):
                 problems.append(f"legend overlaps the title {t.get_text()[:40]!r}")
-        for h, txt in zip(lg.legend_handles, lg.get_texts()):
+        for h, txt in zip(lg.legend_handles, lg.get_texts(), strict=True):
             m = labels.get(txt.get_text())
             colour = _handle_colour(h) if h is not None else None
             if m in known and colour is not None and colour.lower() != known[m].lower():

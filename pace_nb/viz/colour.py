@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from matplotlib.colors import to_rgb

@@ -8,7 +8,8 @@ everything a notebook shows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,9 @@ import torch
 from torch import Tensor
 
 from pace_nb.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pace_nb.methods.pace.sketch import SketchKind
 
 SPLITS = ("train", "val", "test")
 
@@ -71,7 +75,7 @@ def rank_energy(spectra: pd.DataFrame, ranks: Sequence[int]) -> pd.DataFrame:
     return pd.DataFrame(recs)
 
 
-def _sketches(fg, local, s: int, kind: str = "propagated") -> dict[str, Tensor]:
+def _sketches(fg, local, s: int, kind: SketchKind = "propagated") -> dict[str, Tensor]:
     from pace_nb.nn.gcn import propagation_matrix
     from pace_nb.methods.pace.sketch import SketchConfig, client_sketches
 
@@ -85,7 +89,7 @@ def _sketches(fg, local, s: int, kind: str = "propagated") -> dict[str, Tensor]:
     return {n: torch.stack(v) for n, v in out.items()}
 
 
-def sketch_frame(fg, local, s: int = 0, kind: str = "propagated") -> pd.DataFrame:
+def sketch_frame(fg, local, s: int = 0, kind: SketchKind = "propagated") -> pd.DataFrame:
     """``param, client, column, c``: every client's per-layer sketch (Eq. 4–5)."""
     recs = []
     for name, c in _sketches(fg, local, s, kind).items():
@@ -108,7 +112,7 @@ def consensus_frame(fg, local, s: int = 0, rank: int = 6) -> pd.DataFrame:
     for name in sk:
         r, m, w = reg[name].norm(dim=0), mean[name].norm(dim=0), sk[name].sum(0)
         recs += [{"param": name, "column": j, "regmean": float(a), "mean": float(b), "weight": float(c)}
-                 for j, (a, b, c) in enumerate(zip(r, m, w))]
+                 for j, (a, b, c) in enumerate(zip(r, m, w, strict=True))]
     return pd.DataFrame(recs)
 
 
@@ -132,7 +136,7 @@ class ReceiverLogits:
                 "alpha_star": np.array([self.alpha_star.get(i, np.nan) for i in range(len(self.y))], dtype=np.float64)}
 
     @classmethod
-    def from_arrays(cls, arrays) -> "ReceiverLogits":
+    def from_arrays(cls, arrays) -> ReceiverLogits:
         """Inverse of :meth:`to_arrays`."""
         cuts = np.cumsum(arrays["sizes"])[:-1]
         split = lambda a: [torch.from_numpy(np.ascontiguousarray(x)) for x in np.split(np.asarray(a), cuts)]
@@ -157,8 +161,8 @@ def receiver_logits(fg, local, s: int = 0, rank: int = 6, variant: str = "full",
     k = fg.num_clients
     w_l = [local.model(s, i) for i in range(k)]
     tr = transport_seed(fg, w_l, local.init[s], variant_config(variant, rank))
-    zl = [client_logits(w, c, device=device) for w, c in zip(w_l, fg.clients)]
-    ze = [client_logits(w, c, device=device) for w, c in zip(tr.external, fg.clients)]
+    zl = [client_logits(w, c, device=device) for w, c in zip(w_l, fg.clients, strict=True)]
+    ze = [client_logits(w, c, device=device) for w, c in zip(tr.external, fg.clients, strict=True)]
     out = ReceiverLogits(zl, ze, [c.y for c in fg.clients], [c.val_mask for c in fg.clients],
                          [c.test_mask for c in fg.clients])
     for i in range(k):
@@ -173,7 +177,7 @@ def alpha_paths(logits: ReceiverLogits, num: int = 51) -> pd.DataFrame:
 
     frames = [alpha_path(zl, ze, y, vm, tm, num=num).assign(receiver=i)
               for i, (zl, ze, y, vm, tm) in enumerate(zip(logits.z_local, logits.z_external, logits.y,
-                                                           logits.val_mask, logits.test_mask))]
+                                                           logits.val_mask, logits.test_mask, strict=True))]
     return pd.concat(frames, ignore_index=True)
 
 

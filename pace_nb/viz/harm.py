@@ -2,11 +2,12 @@
 per-receiver means, in the :mod:`pace_nb.viz.style` style (re-exported by :mod:`pace_nb.viz.pace`)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 
 from pace_nb.core.schema import OUTCOME_COLORS
 from pace_nb.data.datasets import dataset_order
@@ -29,8 +30,8 @@ def _setting_labels(frame: pd.DataFrame) -> list[str]:
     keys = [c for c in ("partition", "num_clients", "beta") if c in frame.columns]
     if len(set(labels)) == len(labels) or not keys:
         return labels
-    return [f"{d} ({', '.join(f'{k}={v}' for k, v in zip(keys, r) if v == v)})"
-            for d, r in zip(labels, frame[keys].itertuples(index=False))]
+    return [f"{d} ({', '.join(f'{k}={v}' for k, v in zip(keys, r, strict=True) if v == v)})"
+            for d, r in zip(labels, frame[keys].itertuples(index=False), strict=True)]
 
 
 def plot_paired_differences(paired: pd.DataFrame, metrics: Sequence[str] = ("acc", "f1_weighted"),
@@ -43,7 +44,7 @@ def plot_paired_differences(paired: pd.DataFrame, metrics: Sequence[str] = ("acc
     paired = _in_order(paired)
     fig, axes = subplots(ax, 1, len(metrics), figsize=(FULL, 0.45 * paired["dataset"].nunique() + 1.1), squeeze=False)
     names = {"acc": "accuracy", "f1_weighted": "weighted F1", "f1_macro": "macro F1"}
-    for ax, m in zip(axes[0], metrics):
+    for ax, m in zip(axes[0], metrics, strict=True):
         f = paired[paired["metric"] == m].reset_index(drop=True)
         y = np.arange(len(f))[::-1]
         lo = (f["mean"] - f["ci_low"]).fillna(0).clip(lower=0)
@@ -54,7 +55,7 @@ def plot_paired_differences(paired: pd.DataFrame, metrics: Sequence[str] = ("acc
         ax.set(xlabel=f"PACE − Local, {names.get(m, m)} (points)", ylabel="dataset" if m == metrics[0] else "",
                title=f"({'ab'[metrics.index(m)]}) {names.get(m, m)}")
         sec = ax.secondary_yaxis("right")
-        sec.set_yticks(y, [f"{w}/{t}/{l}" for w, t, l in zip(f["wins"], f["ties"], f["losses"])])
+        sec.set_yticks(y, [f"{w}/{t}/{l}" for w, t, l in zip(f["wins"], f["ties"], f["losses"], strict=True)])
         sec.tick_params(length=0, labelsize="small")
         sec.set_ylabel("wins / ties / losses", fontsize="small")
         ax.set_ylim(-0.7, len(f) - 0.3)
@@ -74,7 +75,7 @@ def plot_harm_units(harm: pd.DataFrame, worst: pd.DataFrame | None = None, title
     for k in ("helped", "tied", "harmed"):
         v = harm[k].to_numpy(dtype=float)
         ax.barh(y, v, left=left, color=OUTCOME_COLORS[k], label=k)
-        for yi, l, vi in zip(y, left, v):
+        for yi, l, vi in zip(y, left, v, strict=True):
             if vi > 0:
                 ax.text(l + vi / 2, yi, f"{int(vi)}", ha="center", va="center", fontsize="small")
         left += v
@@ -96,14 +97,14 @@ def plot_receiver_means(means: pd.DataFrame, title: str = "") -> plt.Figure:
     _require(means, ["dataset", "receiver", "mean_diff", "min_diff"], "plot_receiver_means")
     datasets = _datasets(means["dataset"])
     fig, axes = _grid(len(datasets), 3, width=FULL if len(datasets) > 1 else COLUMN + 1, height=ROW)
-    for ax, ds in zip(axes, datasets):
+    for ax, ds in zip(axes, datasets, strict=True):
         f = means[means["dataset"] == ds].sort_values("receiver")
         colours = [OUTCOME_COLORS["helped" if v > 0.01 else "harmed" if v < -0.01 else "tied"] for v in f["mean_diff"]]
         ax.bar(f["receiver"].astype(str), f["mean_diff"], color=colours)
         ax.plot(f["receiver"].astype(str), f["min_diff"], "_", color="k", ms=8)
         ax.axhline(0, color="k", lw=0.8)
         ax.set(title=ds, xlabel="receiver", ylabel="mean PACE − Local (points)")
-    handles = [plt.matplotlib.patches.Patch(color=OUTCOME_COLORS[k]) for k in ("helped", "tied", "harmed")]
+    handles: list[Artist] = [plt.matplotlib.patches.Patch(color=OUTCOME_COLORS[k]) for k in ("helped", "tied", "harmed")]
     handles.append(plt.Line2D([], [], marker="_", ls="", color="k", ms=8))
     fig.legend(handles, ["helped (> +0.01)", "tied", "harmed (< −0.01)", "worst seed"], fontsize="small", ncols=4,
                loc="outside lower center")

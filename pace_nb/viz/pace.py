@@ -7,7 +7,7 @@ SPEAR's figures live in :mod:`pace_nb.viz.spear`.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -41,7 +41,7 @@ def plot_partition(parts: pd.DataFrame, title: str = "", ax=None) -> plt.Figure:
     sizes = parts.pivot_table(index="client", columns="split", values="count", aggfunc="sum").fillna(0)
     sizes = sizes[[s for s in ("train", "val", "test") if s in sizes.columns]]
     bottom = np.zeros(len(sizes))
-    for split, colour in zip(sizes.columns, sns.color_palette("Blues_r", 4)):
+    for split, colour in zip(sizes.columns, sns.color_palette("Blues_r", 4), strict=False):  # up to 3 splits, 4 shades
         a.bar(sizes.index.astype(str), sizes[split], bottom=bottom, color=colour, label=split)
         bottom += sizes[split].to_numpy()
     a.set(xlabel="client", ylabel="nodes", title="client sizes", ylim=(0, 1.22 * bottom.max()))
@@ -64,7 +64,7 @@ def plot_training_curves(curves: pd.DataFrame, title: str = "", ax=None) -> plt.
     fig, axes = subplots(ax, 1, 2, figsize=(FULL, ROW))
     frame = curves.assign(train_acc=100 * curves["train_acc"], client=curves["client"].astype(int))
     pal = client_palette(frame["client"])
-    for ax, col, label in zip(axes, ["loss", "train_acc"], ["training loss (cross-entropy)", "training accuracy (%)"]):
+    for ax, col, label in zip(axes, ["loss", "train_acc"], ["training loss (cross-entropy)", "training accuracy (%)"], strict=True):
         sns.lineplot(frame, x="epoch", y=col, hue="client", palette=pal, errorbar=("pi", 100), ax=ax,
                      legend=False, linewidth=1)
         ax.set(xlabel="epoch", ylabel=label)
@@ -148,7 +148,7 @@ def plot_sketch_moments(sketches: pd.DataFrame, title: str = "", ax=None) -> plt
 
     params = list(dict.fromkeys(sketches["param"]))
     fig, axes = subplots(ax, 1, len(params), figsize=(FULL, ROW), squeeze=False)
-    for ax, p in zip(axes[0], params):
+    for ax, p in zip(axes[0], params, strict=True):
         m = sketches[sketches["param"] == p].pivot_table(index="client", columns="column", values="c")
         m = m[m.mean().sort_values(ascending=False).index]
         pos = m.to_numpy()[m.to_numpy() > 0]
@@ -169,7 +169,7 @@ def plot_consensus_compare(cons: pd.DataFrame, title: str = "", ax=None) -> plt.
     _require(cons, ["param", "column", "regmean", "mean", "weight"], "plot_consensus_compare")
     params = list(dict.fromkeys(cons["param"]))
     fig, axes = subplots(ax, 1, len(params), figsize=(FULL, ROW + 0.2), squeeze=False)
-    for ax, p in zip(axes[0], params):
+    for ax, p in zip(axes[0], params, strict=True):
         f = cons[cons["param"] == p]
         sc = ax.scatter(f["mean"], f["regmean"], c=np.log10(f["weight"].clip(lower=1e-3)), cmap="viridis", s=6)
         lim = [0, max(f["mean"].max(), f["regmean"].max()) * 1.05]
@@ -192,7 +192,7 @@ def plot_variant_bars(rows: pd.DataFrame, methods_variants: Sequence[tuple[str, 
     def name(m, v):
         return PACE_VARIANT_LABELS.get(v, v) if m == "pace" else method_label(m) + ("" if v == "native" else f" ({v})")
 
-    f = f.assign(label=[name(m, v) for m, v in zip(f["method"], f["variant"])])
+    f = f.assign(label=[name(m, v) for m, v in zip(f["method"], f["variant"], strict=True)])
     order = [name(m, v) for m, v in methods_variants if name(m, v) in set(f["label"])]
     colour = {name(m, v): method_color(v if m == "pace" and v != "full" else m) for m, v in methods_variants}
     fig, ax = subplots(ax, figsize=(COLUMN + 1.0, 0.42 * len(order) + 1.0))
@@ -226,14 +226,14 @@ def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, froze
                              squeeze=False)
     axes = axes[0]
     has_paper = paper is not None and len(paper)
-    for ax, ds in zip(axes, datasets):
+    for ax, ds in zip(axes, datasets, strict=False):  # the last panel is the bytes one
         f = pace[pace["dataset"] == ds].assign(x=lambda d: d["rank"].map(pos))
         sns.lineplot(f, x="x", y="acc", marker=method_marker("pace"), color=method_color("pace"), errorbar="sd", ax=ax,
                      legend=False)
         loc = pooled[(pooled["dataset"] == ds) & (pooled["method"] == "local")]["acc"]
         if len(loc):
             ax.axhline(loc.mean(), color=method_color("local"), ls="--", lw=1)
-        if has_paper:
+        if has_paper and paper is not None:
             pv = paper[(paper["dataset"] == ds) & (paper["metric"] == "acc") & paper["rank"].isin(list(pos))]
             if len(pv):
                 ax.plot(pv["rank"].map(pos), pv["value"], "x", color="k", ms=6, mew=1.2)
@@ -243,7 +243,7 @@ def plot_rank_study(rows: pd.DataFrame, paper: pd.DataFrame | None = None, froze
     last = axes[-1]
     for col, direction, marker in (("upload_ratio", "upload", "o"), ("return_ratio", "return", "s")):
         last.plot(byt["x"], byt[col], marker=marker, ls="-", color=DIRECTION_COLORS[direction], ms=4)
-    if has_paper:
+    if has_paper and paper is not None:
         for metric, direction in (("upload_pct", "upload"), ("return_pct", "return")):
             pv = paper[(paper["metric"] == metric) & paper["rank"].isin(list(pos))]
             pv = pv.groupby("rank")["value"].mean().reset_index()
@@ -339,7 +339,7 @@ def plot_alpha_utilisation(util: pd.DataFrame, paper: pd.DataFrame | None = None
     pal = {"ours": method_color("pace"), "paper": "#BBBBBB"}
     fmt = {"alpha_mean": "%.2f", "alpha_zero_pct": "%.0f", "upload_pct": "%.1f", "return_pct": "%.1f"}
     ran = set(ours["dataset"])
-    for ax, m in zip(axes, metrics):
+    for ax, m in zip(axes, metrics, strict=True):
         f = long[long["metric"] == m]
         sns.barplot(f, x="dataset", y="value", hue="source", order=datasets, hue_order=[h for h in pal if h in set(long["source"])],
                     palette=pal, ax=ax, errorbar=None, legend=m == metrics[0], saturation=1)

@@ -9,7 +9,7 @@ Inputs are :func:`pace_nb.analysis.tables.build_tables` outputs (``{table id: co
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -54,7 +54,7 @@ def plot_client_scaling(frame: pd.DataFrame, ncols: int = 3, title: str = "") ->
     datasets = sorted(set(frame["dataset"]), key=dataset_order)
     methods = list(dict.fromkeys(frame["method"]))
     fig, axes = panel_grid(len(datasets), ncols, width=FULL, height=ROW)
-    for i, (ax, d) in enumerate(zip(axes, datasets)):
+    for i, (ax, d) in enumerate(zip(axes, datasets, strict=True)):
         g = frame[frame["dataset"] == d]
         for m, gm in g.groupby("method", sort=False):
             gm = gm.sort_values("num_clients")
@@ -95,7 +95,7 @@ def plot_spear_comparison(frame: pd.DataFrame, ncols: int = 3, title: str = "") 
     methods = ran.groupby("method")["ours"].mean().sort_values(ascending=False).index.tolist()  # best first
     fig, axes = panel_grid(len(datasets), ncols, width=FULL, height=0.22 * len(methods) + 1.4, sharey=True)
     y = np.arange(len(methods))[::-1]
-    for ax, d in zip(axes, datasets):
+    for ax, d in zip(axes, datasets, strict=True):
         g = frame[frame["dataset"] == d].set_index("method").reindex(methods)
         colors = [method_color(m) for m in methods]
         ax.barh(y, g["ours"].fillna(0), xerr=g["ours_std"].fillna(0), color=colors, height=0.7,
@@ -109,7 +109,7 @@ def plot_spear_comparison(frame: pd.DataFrame, ncols: int = 3, title: str = "") 
         for yi in y[g["ours"].isna().to_numpy()]:  # a method without results on this dataset
             ax.text(1, yi, "not run", va="center", ha="left", fontsize=8, color="0.35", style="italic")
         few = g["ours"].notna() & (g["n_seeds"] < seeds)
-        for yi, v, n in zip(y[few.to_numpy()], g.loc[few, "ours"], g.loc[few, "n_seeds"]):  # fewer seeds
+        for yi, v, n in zip(y[few.to_numpy()], g.loc[few, "ours"], g.loc[few, "n_seeds"], strict=True):  # fewer seeds
             ax.text(v + 2, yi, f"n = {int(n)}", va="center", ha="left", fontsize=8, color="0.2")
         ax.set(title=f"{d} ({seeds} seed{'s' if seeds != 1 else ''})", xlabel="accuracy (%)", xlim=(0, 100))
     axes[0].set_yticks(y, [comparison_label(m) for m in methods])  # shared y

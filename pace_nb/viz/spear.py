@@ -1,7 +1,7 @@
 """SPEAR figures (Fig. 2, 4, 5) and the ours-vs-paper scatter, in the :mod:`pace_nb.viz.pace` style."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -96,7 +96,7 @@ def plot_silhouettes(scores: pd.DataFrame, title: str = "", ax=None) -> plt.Figu
     ax.bar(range(len(reps)), vals, color=[_rep_colour(r) for r in reps], width=0.65)
     for x, v in enumerate(vals):
         ax.text(x, v, f"{v:+.2f}", ha="center", va="bottom" if v >= 0 else "top", fontsize="small")
-    for x, (r, v) in enumerate(zip(reps, vals)):
+    for x, (r, v) in enumerate(zip(reps, vals, strict=True)):
         if r in PAPER_SILHOUETTE:
             op, pv = PAPER_SILHOUETTE[r]
             ax.hlines(pv, x - 0.38, x + 0.38, color="k", ls="--", lw=1.2)
@@ -201,7 +201,7 @@ def plot_sweeps(sweeps: pd.DataFrame, hue: str | Mapping[str, str] = "dataset", 
         groups[col][1].append(lab)
     first = next(iter(groups), hue_of(""))
     handles, labels = groups.setdefault(first, ([], []))
-    for i, (ax, p) in enumerate(zip(axes, params)):
+    for i, (ax, p) in enumerate(zip(axes, params, strict=True)):
         col, f = hue_of(p), sweeps[sweeps["param"] == p].astype({"value": float})
         for h in dict.fromkeys(f[col]):
             colour, marker, _ = series[(col, h)]
@@ -229,7 +229,7 @@ def plot_sweeps(sweeps: pd.DataFrame, hue: str | Mapping[str, str] = "dataset", 
         labels.append("paper's setting")
     where = {c: ", ".join(_PARAM_LABELS.get(p, p).split()[-1] for p in params if hue_of(p) == c) for c in groups}
     locs = ("outside lower left", "outside lower right") if len(groups) == 2 else ("outside lower center",) * len(groups)
-    for loc, (col, (hs, ls)) in zip(locs, groups.items()):
+    for loc, (col, (hs, ls)) in zip(locs, groups.items(), strict=True):
         on = sweeps.loc[sweeps["param"].map(hue_of) == col, "dataset"].unique() if "dataset" in sweeps.columns else []
         title_ = (f"{where[col]} panel{'s' if ',' in where[col] else ''}" + (f" ({on[0]})" if len(on) == 1 else "")
                   if len(groups) > 1 else None)
@@ -312,16 +312,16 @@ def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str =
     if unit == "accuracy":
         f = f.assign(gap=f["ours"] - f["paper"])
         fig, ax = subplots(ax, figsize=(FULL, 0.32 * len(tabs) + 1.3))
-        y = {t: len(tabs) - 1 - i for i, t in enumerate(tabs)}
+        row_of = {t: len(tabs) - 1 - i for i, t in enumerate(tabs)}
         rng = np.random.default_rng(0)
         names = []
         for t in tabs:
             g = f[f["table"] == t]["gap"].to_numpy()
-            ax.scatter(g, y[t] + rng.uniform(-0.18, 0.18, len(g)), s=9, color=colour(t), alpha=0.6, lw=0)
-            ax.plot([np.median(g)] * 2, [y[t] - 0.3, y[t] + 0.3], color="k", lw=1.5)
+            ax.scatter(g, row_of[t] + rng.uniform(-0.18, 0.18, len(g)), s=9, color=colour(t), alpha=0.6, lw=0)
+            ax.plot([np.median(g)] * 2, [row_of[t] - 0.3, row_of[t] + 0.3], color="k", lw=1.5)
             names.append(f"{table_name(t)}: {len(g)} values, median {np.median(g):+.1f}, "
                          f"{100 * np.mean(np.abs(g) <= 1):.0f} % within ±1")
-        ax.set_yticks([y[t] for t in tabs], names)
+        ax.set_yticks([row_of[t] for t in tabs], names)
         ax.axvline(0, color="k", lw=0.8)
         ax.set(xlabel="ours − paper (accuracy / F1 points; tick: median)", ylim=(-0.6, len(tabs) - 0.4))
         heading = f"ours vs paper, accuracy and F1: {len(f)} values in {len(tabs)} tables"
@@ -333,7 +333,7 @@ def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str =
         ax.hlines(y, 1, f["ratio"], color="#BBBBBB", lw=1)
         ax.axvline(1, color="k", lw=0.8)
         ax.set_yticks(y, [f"{table_name(t)} · {_entry(lab)}: {o:.3g} vs {p:.3g}"
-                          for t, lab, o, p in zip(f["table"], f["label"], f["ours"], f["paper"])])
+                          for t, lab, o, p in zip(f["table"], f["label"], f["ours"], f["paper"], strict=True)])
         ax.set_xscale("log")
         lo, hi = float(f["ratio"].min()), float(f["ratio"].max())
         lim = (min(lo, 0.8) / 1.3, max(hi, 1.25) * 1.3)
@@ -352,7 +352,7 @@ def plot_ours_vs_paper(table: pd.DataFrame, unit: str = "accuracy", label: str =
         ax.scatter(sh["paper"], y, marker="x", color="k", s=24, zorder=3, label="paper")
         ax.scatter(sh["ours"], y, color=[colour(t) for t in sh["table"]], s=20, zorder=4, label="ours")
         ax.set_yticks(y, [f"{table_name(t)} · {e.replace('Cora+CiteSeer+PubMed', 'citation datasets')}: {o:.1f} vs {p:.1f}"
-                          for t, e, o, p in zip(sh["table"], sh["entry"], sh["ours"], sh["paper"])])
+                          for t, e, o, p in zip(sh["table"], sh["entry"], sh["ours"], sh["paper"], strict=True)])
         ax.set(xlabel="share (%)", xlim=(-3, 103))
         heading = f"ours vs paper, shares: {len(sh)} values"
     ax.set_ylabel("table" if unit == "accuracy" else "reproduced value (ours vs paper)")

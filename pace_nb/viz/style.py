@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 from pathlib import Path
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np

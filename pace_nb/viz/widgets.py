@@ -19,7 +19,8 @@ without a kernel); the figures by the plain ``*_view_figure`` functions.
 from __future__ import annotations
 
 import io
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np

@@ -13,7 +13,7 @@ from pace_nb.core.errors import ConfigError
 
 def _pair_frame(treat, ctrl, dataset="Cora"):
     rows = []
-    for s, (a, b) in enumerate(zip(treat, ctrl)):
+    for s, (a, b) in enumerate(zip(treat, ctrl, strict=True)):
         for method, variant, rank, v in (("pace", "full", 6, a), ("local", "native", 0, b)):
             rows.append(dict(dataset=dataset, partition="louvain", beta=np.nan, num_clients=10, seed=s,
                              method=method, variant=variant, rank=rank, receiver=-1, acc=v, f1_weighted=v))

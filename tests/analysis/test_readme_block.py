@@ -73,7 +73,7 @@ def test_report_command_rewrites_and_checks_the_readme_block(tmp_path, monkeypat
 
 @pytest.mark.skipif(not (ROOT / "results" / "cells").is_dir(), reason="no shipped results store")
 def test_committed_readme_block_matches_the_shipped_store():
-    _, block = report.outputs_from_store(ResultsStore(ROOT / "results", create=False),
-                                         sorted((ROOT / "configs").glob("*.toml")))
+    _, block = rb.outputs_from_store(ResultsStore(ROOT / "results", create=False),
+                                     sorted((ROOT / "configs").glob("*.toml")))
     assert rb.is_current((ROOT / "README.md").read_text(encoding="utf-8"), block), \
         "README.md's generated block is stale: run `pace-nb report` and commit it"

@@ -213,7 +213,7 @@ def test_spear_robustness_tables_split_by_scope_and_carry_notes():
 
 def _robust_rows(edge_drops, feature_drops, dataset="Cora"):
     rows = []
-    for seed, (de, df) in enumerate(zip(edge_drops, feature_drops)):
+    for seed, (de, df) in enumerate(zip(edge_drops, feature_drops, strict=True)):
         for variant, acc in (("full", 80.0), ("edge_noise", 80.0 - de), ("feature_noise", 80.0 - df)):
             rows.append(dict(dataset=dataset, partition="dirichlet", num_clients=10, seed=seed, method="spear",
                              variant=variant, rank=0, receiver=-1, acc=acc,

@@ -230,7 +230,7 @@ def test_checksum_consistent_bad_partition_cache_is_rebuilt(tmp_cache, defect):
     F._build_named.cache_clear()
     with pytest.warns(RuntimeWarning, match="rebuilding"):
         again = F.build_federated("demo", "metis", 3)
-    for a, b in zip(fg.clients, again.clients):
+    for a, b in zip(fg.clients, again.clients, strict=True):
         assert torch.equal(a.global_ids, b.global_ids) and torch.equal(a.train_mask, b.train_mask)
 
 

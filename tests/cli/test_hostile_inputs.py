@@ -337,7 +337,7 @@ def test_custom_data_normalized_like_loaded_datasets(case):
             "duplicate edges": dict(edge_index=torch.cat([plain.edge_index] * 3, 1))}[case]
     a = F.build_federated(_graph(), "metis", 3, cache=False)
     b = F.build_federated(_graph(**over), "metis", 3, cache=False)
-    for ca, cb in zip(a.clients, b.clients):
+    for ca, cb in zip(a.clients, b.clients, strict=True):
         assert torch.equal(ca.edge_index, cb.edge_index) and torch.equal(ca.x, cb.x) and torch.equal(ca.y, cb.y)
         assert cb.x.layout == torch.strided and cb.y.dim() == 1
     assert b.clients[0].edge_index.shape[1] == a.clients[0].edge_index.shape[1]  # not counted 3 times

@@ -121,7 +121,7 @@ def test_receiver_logits_survive_storage():
                               [torch.arange(n) < 2 for n in (4, 6)], [torch.arange(n) >= 2 for n in (4, 6)], {0: 0.25})
     back = views.ReceiverLogits.from_arrays(lg.to_arrays())
     assert back.alpha_star == {0: 0.25}
-    for a, b in zip(lg.z_external + lg.y + lg.val_mask, back.z_external + back.y + back.val_mask):
+    for a, b in zip(lg.z_external + lg.y + lg.val_mask, back.z_external + back.y + back.val_mask, strict=True):
         assert torch.equal(a, b)
     pd.testing.assert_frame_equal(views.alpha_paths(lg, 5), views.alpha_paths(back, 5))
 

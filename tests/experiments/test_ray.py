@@ -166,7 +166,7 @@ def test_unreachable_address_fails_fast(scheme):
 def test_probe_timeout_is_bounded(monkeypatch):
     def black_hole(addr, timeout):
         time.sleep(timeout)
-        raise socket.timeout("timed out")
+        raise TimeoutError("timed out")
 
     monkeypatch.setattr(dist.socket, "create_connection", black_hole)
     t0 = time.perf_counter()

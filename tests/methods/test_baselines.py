@@ -387,7 +387,7 @@ def test_protocol_registry_runs_controls_and_pace(fg):
     rows = run_protocol(fg, methods=["local", "fedavg", "fedtad", "pace"], seeds=(SEED,), device="cpu",
                         progress=False, train_config=CFG, method_params={"fedtad": {"glb_epochs": 1, "num_gen": 30}})
     summ = summarize(rows)
-    got = set(zip(summ["method"], summ["variant"]))
+    got = set(zip(summ["method"], summ["variant"], strict=True))
     assert {("fedavg", "native"), ("fedavg", "cnll"), ("fedtad", "cnll"), ("fedtad", "native"), ("local", "native")} <= got
     local_acc = float(summ[(summ.method == "local")]["acc_mean"].iloc[0])
     # CNLL never moves a receiver whose validation NLL does not improve: pooled +CNLL stays near Local

@@ -61,7 +61,7 @@ def test_serialize_roundtrip_bit_exact_and_byte_count():
     assert list(back) == list(car)
     for name, c in car.items():
         assert back[name].kind == c.kind and back[name].shape == c.shape
-        for t0, t1 in zip(c.tensors(), back[name].tensors()):
+        for t0, t1 in zip(c.tensors(), back[name].tensors(), strict=True):
             assert t1.dtype == torch.float32 and torch.equal(t0, t1)
     # payload: (16 + 50)·3 + 16 + (7 + 16)·3 + 7 + 50 sketch floats, 4 bytes each
     floats = (16 + 50) * 3 + 16 + (7 + 16) * 3 + 7 + 50

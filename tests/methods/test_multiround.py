@@ -62,7 +62,7 @@ def _manual_fedavg(fg, rounds: int, epochs: int, cfg: TrainConfig, keep: bool):
     p = size_weights(torch.tensor([c.num_nodes for c in fg.clients])).float()
     glob = w0
     for _ in range(rounds):
-        for j, (m, c) in enumerate(zip(models, fg.clients)):
+        for j, (m, c) in enumerate(zip(models, fg.clients, strict=True)):
             m.load(glob)  # only the weights are replaced
             if not keep:
                 opts[j] = torch.optim.Adam(m.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)

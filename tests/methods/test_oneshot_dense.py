@@ -49,7 +49,7 @@ def test_adversarial_mask_is_exactly_the_disagreeing_samples():
             picked.append(i)
             lt = [v - math.log(sum(math.exp(u) for u in ti)) for v in ti]
             ls = [v - math.log(sum(math.exp(u) for u in si)) for v in si]
-            total += sum(math.exp(a) * (a - b) for a, b in zip(lt, ls))
+            total += sum(math.exp(a) * (a - b) for a, b in zip(lt, ls, strict=True))
     mask = dense.disagreement_mask(t, s)
     assert torch.nonzero(mask).flatten().tolist() == picked and 0 < len(picked) < 40
     assert dense.adversarial_loss(t, s).item() == pytest.approx(-total / 50, rel=1e-5)

@@ -98,7 +98,7 @@ def test_coreset_mode_uploads_real_rows_only(fg, ctx):
     core = make_oneshot("fedsd2c", mode="coreset").client_message(ctx, k, client)
     train = client.x[client.train_mask]
     ytr = client.y[client.train_mask]
-    for r, label in zip(core["x"], core["y"].long()):  # every uploaded row is a real training node of its class
+    for r, label in zip(core["x"], core["y"].long(), strict=True):  # every uploaded row is a real training node of its class
         hit = (train == r).all(1)
         assert bool(hit.any()) and bool((ytr[hit] == label).any())
     full = make_oneshot("fedsd2c", steps=5).client_message(ctx, k, client)
@@ -162,6 +162,6 @@ def test_coreset_rows_are_their_own_variant_in_the_comparison_table(fg, one_thre
     table = sc.entries("main", paper_values("spear", table="main"), rows)
     got = table[(table.dataset == "demo") & (table.method == "fedsd2c")]
     assert sorted(got.variant) == ["coreset", "native"]
-    scored = dict(zip(got.variant, [s[0] for s in sc.scores(got, rows)]))
+    scored = dict(zip(got.variant, [s[0] for s in sc.scores(got, rows)], strict=True))
     assert scored == {"native": rows.acc.iloc[0], "coreset": rows.acc.iloc[1]}
     assert {sc.label(e) for _, e in got.iterrows()} == {"FedSD2C", "FedSD2C [core-set only]"}

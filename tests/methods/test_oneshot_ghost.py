@@ -47,9 +47,9 @@ def test_feature_loss_by_hand():
     pred = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
     real = torch.tensor([[0.0, 1.0], [0.0, 1.0]])
     kl = 0.0
-    for p_row, r_row in zip(pred.tolist(), real.tolist()):
+    for p_row, r_row in zip(pred.tolist(), real.tolist(), strict=True):
         zp, zr = sum(math.exp(v) for v in p_row), sum(math.exp(v) for v in r_row)
-        kl += sum(math.exp(r) / zr * (r - math.log(zr) - (p - math.log(zp))) for p, r in zip(p_row, r_row))
+        kl += sum(math.exp(r) / zr * (r - math.log(zr) - (p - math.log(zp))) for p, r in zip(p_row, r_row, strict=True))
     cos = (0.0 + 1.0) / 2  # cos((1,0),(0,1)) = 0, cos((0,2),(0,1)) = 1
     assert ghost.feature_loss(pred, real, 0.05).item() == pytest.approx(0.05 * kl / 2 + 1 - cos, rel=1e-6)
 

@@ -157,7 +157,7 @@ def test_proxy_graphs_are_class_balanced_and_labelled_by_the_synthesizers(fg_ske
     y = torch.cat([g[2] for g in graphs if g is not None])
     per_class = torch.bincount(y, minlength=fg_skew.num_classes)
     assert per_class[held].tolist() == [240 // int(held.sum())] * int(held.sum()) and int(per_class[~held].sum()) == 0
-    for m, g in zip(msgs, graphs):
+    for m, g in zip(msgs, graphs, strict=True):
         if g is None:
             continue
         x, P, yk, idx = g

@@ -102,10 +102,10 @@ def test_alpha_zero_receivers_equal_local_exactly(fg_local):
     fg, local = fg_local
     z_l = [client_logits(local.model(0, i), c) for i, c in enumerate(fg.clients)]
     tr = transport_seed(fg, [local.model(0, i) for i in range(3)], local.init[0], PaceConfig())
-    z_e = [client_logits(p, c) for p, c in zip(tr.external, fg.clients)]
+    z_e = [client_logits(p, c) for p, c in zip(tr.external, fg.clients, strict=True)]
     rows = evaluate_method(fg, z_l, z_e, [0.0, 0.0, 0.0], seed=SEEDS[0], method="pace", variant="full")
     local_rows = evaluate_method(fg, z_l, seed=SEEDS[0], method="local")
-    for a, b in zip(rows, local_rows):
+    for a, b in zip(rows, local_rows, strict=True):
         assert a["acc"] == b["acc"] and a["f1_macro"] == b["f1_macro"] and a["acc"] == a["acc_local"]
     # CNLL picks α = 0 when External equals Local → Local bit for bit
     rows = evaluate_method(fg, z_l, [z.clone() for z in z_l], "cnll", seed=SEEDS[0], method="pace")

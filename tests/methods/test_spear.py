@@ -244,7 +244,7 @@ def test_perturb_federated_reinduces_clients():
     fg = make_fed(PARTS3)
     pf = perturb.perturb_federated(fg, rho=0.5, eta=0.3, seed=0, scope="global")
     assert torch.equal(pf.global_mask("test"), fg.global_mask("test"))
-    for c, p in zip(fg.clients, pf.clients):
+    for c, p in zip(fg.clients, pf.clients, strict=True):
         ref, _ = subgraph(c.global_ids, pf.data.edge_index, relabel_nodes=True, num_nodes=fg.data.num_nodes)
         assert torch.equal(p.edge_index, ref) and torch.equal(p.x, pf.data.x[c.global_ids])
         assert torch.equal(p.train_mask, c.train_mask)
@@ -291,7 +291,7 @@ def test_client_scope_keeps_the_evaluation_graph_clean():
     pf = perturb.perturb_federated(fg, rho=0.5, eta=0.5, seed=0)  # scope="clients" by default
     assert pf.config["perturb"]["scope"] == "clients" and pf.config["perturb"]["mask_mode"] == "nnz"
     assert torch.equal(pf.data.edge_index, fg.data.edge_index) and torch.equal(pf.data.x, fg.data.x)
-    for c, p in zip(fg.clients, pf.clients):
+    for c, p in zip(fg.clients, pf.clients, strict=True):
         assert torch.equal(p.train_mask, c.train_mask) and torch.equal(p.global_ids, c.global_ids)
         assert torch.equal((c.x != 0).sum(1) - (p.x != 0).sum(1), ((c.x != 0).sum(1) * 0.5).long())
         assert torch.equal(p.edge_index, perturb.perturb_client_edges(c.edge_index, c.num_nodes, 0.5, (0, c.index)))

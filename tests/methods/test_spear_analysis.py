@@ -244,7 +244,7 @@ def test_comparison_table_shows_dense_beside_its_teachers_ensemble():
     main = sc.entries("main", paper_values("spear", table="main"), rows)
     dense = main[(main.dataset == "Cora") & (main.method == "dense")]
     assert sorted(dense.variant) == ["native", "teacher_ensemble"]
-    got = {e.variant: (sc.label(e), s[0], s[2]) for (_, e), s in zip(dense.iterrows(), sc.scores(dense, rows))}
+    got = {e.variant: (sc.label(e), s[0], s[2]) for (_, e), s in zip(dense.iterrows(), sc.scores(dense, rows), strict=True)}
     assert got == {"native": ("DENSE", 16.0, 2), "teacher_ensemble": ("DENSE [teachers' ensemble]", 23.0, 2)}
     cost = sc.entries("cost", paper_values("spear", table="cost"), rows)
     assert set(cost[cost.method == "dense"].variant) == {"native"}

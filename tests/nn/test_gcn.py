@@ -89,7 +89,7 @@ def test_dropout_masks_of_many_models_are_each_models_own_mask():
     for p in (0.5, 0.2):
         out = torch.zeros(24, 5)
         dropout_masks_(out, segs, p, [torch.Generator().manual_seed(s) for s in (3, 4, 5)])
-        for (o, n), s in zip(segs, (3, 4, 5)):
+        for (o, n), s in zip(segs, (3, 4, 5), strict=True):
             assert torch.equal(out[o:o + n], dropout_mask((n, 5), p, torch.Generator().manual_seed(s), "cpu"))
         assert torch.equal(out[7:9], torch.zeros(2, 5))
     with pytest.raises(ConfigError, match="dropout"):
@@ -100,7 +100,7 @@ def test_stack_unstack_roundtrip_and_bytes():
     ps = [init_params(10, 3, 4, seed=s) for s in range(3)]
     st = stack_params(ps)
     assert st["conv1.weight"].shape == (3, 4, 10)
-    for a, b in zip(ps, unstack_params(st)):
+    for a, b in zip(ps, unstack_params(st), strict=True):
         assert all(torch.equal(a[k], b[k]) for k in a)
     assert num_params_bytes(ps[0]) == 4 * (4 * 10 + 4 + 3 * 4 + 3)
     with pytest.raises(ConfigError):

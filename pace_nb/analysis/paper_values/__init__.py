@@ -9,7 +9,7 @@ percent of dense tensor bytes; ``alpha_mean`` is a fraction.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 import pandas as pd
@@ -21,7 +21,7 @@ COLUMNS = ("paper", "table", "dataset", "num_clients", "partition", "beta", "met
            "variant", "rank", "metric", "value", "std", "note")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(paper: str) -> pd.DataFrame:
     with resources.files(__name__).joinpath(f"{paper}_tables.csv").open("r", encoding="utf-8") as fh:
         frame = pd.read_csv(fh, dtype={"table": str, "note": str}, keep_default_na=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -50,7 +51,7 @@ def matrix(lines, table, datasets, k, partition, metrics=("acc", "f1_weighted"),
         cells = _cells(rest)
         cols = [(d, m) for d in datasets for m in metrics]
         assert len(cells) == len(cols), (table, line)
-        for (d, m), (v, s) in zip(cols, cells):
+        for (d, m), (v, s) in zip(cols, cells, strict=True):
             meth = METHODS[name]
             out.append(_row(table, d, k, partition, meth, _pace_variant(meth), m, v, s, beta=beta))
     return out
@@ -63,8 +64,8 @@ def extract(text: str) -> pd.DataFrame:
     rows = []
     # Tables 1, 8, 9: Louvain accuracy / W-F1, K = 10, 20, 30.
     rows += matrix(blk(86, 97), 1, six[0], 10, "louvain") + matrix(blk(98, 109), 1, six[1], 10, "louvain")
-    t8a = _METHOD_SPLIT.sub("\n", L[444].split("W-F1 Accuracy W-F1 Accuracy W-F1 ", 1)[1])
-    t8a = [re.sub(r"^(" + "|".join(re.escape(m) for m in METHODS) + r") ", r"\1\t", s) for s in t8a.splitlines()]
+    t8a_text = _METHOD_SPLIT.sub("\n", L[444].split("W-F1 Accuracy W-F1 Accuracy W-F1 ", 1)[1])
+    t8a = [re.sub(r"^(" + "|".join(re.escape(m) for m in METHODS) + r") ", r"\1\t", s) for s in t8a_text.splitlines()]
     rows += matrix(t8a, 8, six[0], 20, "louvain") + matrix(blk(447, 458), 8, six[1], 20, "louvain")
     rows += matrix(blk(470, 481), 9, six[0], 30, "louvain") + matrix(blk(483, 494), 9, six[1], 30, "louvain")
     # Table 10: macro-F1, K = 10, 20, 30.
@@ -78,7 +79,7 @@ def extract(text: str) -> pd.DataFrame:
     for line in blk(118, 124):
         name, *vals = line.split("\t")
         meth, var = ABLATION[name]
-        rows += [_row(2, d, 10, "louvain", meth, var, "acc", float(v)) for d, v in zip(six[0], vals)]
+        rows += [_row(2, d, 10, "louvain", meth, var, "acc", float(v)) for d, v in zip(six[0], vals, strict=True)]
     # Table 3: CNLL utilisation and communication (percent of dense tensor bytes).
     for line in blk(234, 239):
         d, a, z, up, down = line.split("\t")
@@ -95,39 +96,42 @@ def extract(text: str) -> pd.DataFrame:
     for line in blk(364, 368):
         r, *vals = line.split("\t")
         rank = 0 if r == "Dense" else int(r)
-        for d, v in zip(six[0], vals[:3]):
+        for d, v in zip(six[0], vals[:3], strict=True):
             rows.append(_row(5, d, 10, "louvain", "pace", "full", "acc", float(v), rank=rank))
-        for metric, v in zip(("upload_pct", "return_pct"), vals[3:]):
+        for metric, v in zip(("upload_pct", "return_pct"), vals[3:], strict=True):
             rows.append(_row(5, "citation-mean", 10, "louvain", "pace", "full", metric, float(v.rstrip("%")), rank=rank))
     # Table 6: Transport vs Transport + CNLL (= full PACE) for every setting.
     for line in blk(382, 399):
-        d, k, rest = line.split("\t", 2)
+        d, k_text, rest = line.split("\t", 2)
+        k = int(k_text)
         c = _cells(rest)
-        for var, (a, f) in (("transport", c[0:2]), ("full", c[2:4])):
-            rows.append(_row(6, d, int(k), "louvain", "pace", var, "acc", *a))
-            rows.append(_row(6, d, int(k), "louvain", "pace", var, "f1_weighted", *f))
-        rows.append(_row(6, d, int(k), "louvain", "pace", "full", "delta_acc", c[4][0]))
+        for var, (acc, wf1) in (("transport", c[0:2]), ("full", c[2:4])):
+            rows.append(_row(6, d, k, "louvain", "pace", var, "acc", *acc))
+            rows.append(_row(6, d, k, "louvain", "pace", var, "f1_weighted", *wf1))
+        rows.append(_row(6, d, k, "louvain", "pace", "full", "delta_acc", c[4][0]))
     # Table 7: native and +CNLL controls on the citation datasets.
     for line in blk(413, 431):
         name, cal, rest = line.split("\t", 2)
         meth = METHODS[name]
         var = "full" if meth == "pace" else ("cnll" if cal == "CNLL" else "native")
-        for (d, m), (v, s) in zip([(d, m) for d in six[0] for m in ("acc", "f1_weighted")], _cells(rest)):
-            rows.append(_row(7, d, 10, "louvain", meth, var, m, v, s))
+        for (d, m), (mean, sd) in zip([(d, m) for d in six[0] for m in ("acc", "f1_weighted")], _cells(rest), strict=True):
+            rows.append(_row(7, d, 10, "louvain", meth, var, m, mean, sd))
     # Appendix A (text): receiver-seed units of the citation datasets, Louvain C = 10.
-    m = re.search(r"Across (\d+) units, (\d+) improve, (\d+) tie, and (\d+) decline", text)
+    units = re.search(r"Across (\d+) units, (\d+) improve, (\d+) tie, and (\d+) decline", text)
     w = re.search(r"leaves (\d+) of (\d+) receiver means nonnegative\. The worst receiver mean is \$(-?\d+\.\d+)\$"
                   r" Accuracy points and the worst single unit is \$(-?\d+\.\d+)\$", text)
-    vals = dict(zip(("units", "helped", "tied", "harmed"), map(float, m.groups())))
-    vals.update(receivers=float(w.group(2)), nonnegative_means=float(w.group(1)),
-                worst_mean=float(w.group(3)), worst_unit=float(w.group(4)))
-    rows += [_row("A", "Cora+CiteSeer+PubMed", 10, "louvain", "pace", "full", k, v) for k, v in vals.items()]
+    if units is None or w is None:
+        raise ValueError("the PACE text lacks Appendix A's unit counts")
+    counts = dict(zip(("units", "helped", "tied", "harmed"), map(float, units.groups()), strict=True))
+    counts.update(receivers=float(w.group(2)), nonnegative_means=float(w.group(1)),
+                  worst_mean=float(w.group(3)), worst_unit=float(w.group(4)))
+    rows += [_row("A", "Cora+CiteSeer+PubMed", 10, "louvain", "pace", "full", key, v) for key, v in counts.items()]
     df = pd.DataFrame(rows)
     return df
 
 
 if __name__ == "__main__":  # pragma: no cover
     paper, out = sys.argv[1:3]
-    frame = extract(open(paper, encoding="utf-8").read())
+    frame = extract(Path(paper).read_text(encoding="utf-8"))
     frame.to_csv(out, index=False)
     print(f"{len(frame)} values -> {out}")

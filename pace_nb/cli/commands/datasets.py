@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"data root: {root} (from {where})")
     shown = table.assign(
         folder=[os.path.relpath(f, root) if f.startswith(str(root)) else f for f in table["folder"]],
-        missing=[_short(m, e) for m, e in zip(table["missing"], table["expected_files"])])
+        missing=[_short(m, e) for m, e in zip(table["missing"], table["expected_files"], strict=True)])
     print(shown[["name", "present", "split", "folder", "missing"]].to_string(index=False))
     absent = int((~table["present"]).sum())
     if absent:

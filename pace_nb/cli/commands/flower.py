@@ -20,9 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import TYPE_CHECKING
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.cli.commands._graph import add_graph_argument, resolve_source
+
+if TYPE_CHECKING:
+    from pace_nb.flower.server import FlowerOutcome
 
 
 def _drop(text: str, k: int) -> tuple[int, ...]:
@@ -177,7 +181,7 @@ def run(args) -> int:
 
             print("pace-nb: warning: --insecure: no TLS and no SuperNode authentication; any process that reaches "
                   "the SuperLink port can join (loopback only)", file=sys.stderr)
-        out = deploy(fg, settings, workdir=args.workdir, timeout=args.timeout, keep=args.keep,
+        out: FlowerOutcome | None = deploy(fg, settings, workdir=args.workdir, timeout=args.timeout, keep=args.keep,
                      insecure=args.insecure, probe=args.probe)
     elif args.engine == "ray":
         from pace_nb.flower.simulate import simulate
@@ -208,7 +212,7 @@ def run(args) -> int:
     print(f"  pooled acc {pooled.acc:.2f}  mean alpha {pooled.alpha:.4f}  bytes up {_int(pooled.bytes_up)} "
           f"down {_int(pooled.bytes_down)}  (Flower messages: up {int(out.wire.message_up.sum())} "
           f"down {int(out.wire.message_down.sum())})")
-    train = out.wire["train_seconds"] if "train_seconds" in out.wire else None
+    train = out.wire.get("train_seconds")
     print(f"  wall {t['total']:.1f} s = startup {t['startup']:.1f} s + round {t['round']:.1f} s; compute: server "
           f"{t['server_compute']:.3f} s, clients {t['client_compute']:.2f} s summed"
           + (f" (Local training mean {train.mean():.2f} s, max {train.max():.2f} s)" if train is not None else "")

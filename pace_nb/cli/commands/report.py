@@ -64,7 +64,7 @@ def _store(args, committed: bool):
 
 
 def run(args) -> int:
-    from pace_nb.analysis.report import outputs_from_store
+    from pace_nb.analysis.readme_block import outputs_from_store
     from pace_nb.core.config import SHIPPED_HINT, configs_dir as configs_dir_default, repo_root
     from pace_nb.core.errors import ConfigError
     from pace_nb.core.io import atomic_write_text, check_output_file
@@ -73,7 +73,7 @@ def run(args) -> int:
     if args.out is None and root is None:
         raise ConfigError(f"REPRODUCTION.md and the shipped results store come with a clone of the repository only "
                           f"({SHIPPED_HINT}); to report on a store pass --results DIR --out FILE")
-    out = Path(args.out) if args.out else root / "REPRODUCTION.md"
+    out = Path(args.out) if args.out else Path(root or ".") / "REPRODUCTION.md"
     if not args.check:
         check_output_file(out, "--out")
     configs_dir = Path(args.configs) if args.configs else configs_dir_default()

@@ -90,9 +90,9 @@ def format_summary(summary: pd.DataFrame) -> str:
     table = pd.DataFrame({
         "method": summary["method"], "variant": summary["variant"],
         "rank": ["dense" if m == "pace" and r == 0 else ("-" if r == 0 else str(r))
-                 for m, r in zip(summary["method"], summary["rank"])],
-        "accuracy": [_fmt(m, s) for m, s in zip(summary["acc_mean"], summary["acc_std"])],
-        "weighted-F1": [_fmt(m, s) for m, s in zip(summary["f1w_mean"], summary["f1w_std"])],
+                 for m, r in zip(summary["method"], summary["rank"], strict=True)],
+        "accuracy": [_fmt(m, s) for m, s in zip(summary["acc_mean"], summary["acc_std"], strict=True)],
+        "weighted-F1": [_fmt(m, s) for m, s in zip(summary["f1w_mean"], summary["f1w_std"], strict=True)],
         "macro-F1": [_fmt(m) for m in summary["f1m_mean"]],
         "mean α": [_fmt(a, digits=3) for a in summary["alpha_mean"]],
         "α=0": [_fmt(100 * a, digits=1) + ("%" if a == a else "") for a in summary["alpha_zero_frac"]],

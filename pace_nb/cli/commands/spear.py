@@ -206,7 +206,7 @@ def run(args) -> int:
         print(f"store {store.root}: {report.count('ran')} data seed(s) computed, {done} read (already done)")
     comparison = bool(args.methods)
     summary = comparison_summary(rows) if comparison else summarize(rows)
-    table = summary.assign(acc=[_acc(m, s) for m, s in zip(summary.acc_mean, summary.acc_std)])
+    table = summary.assign(acc=[_acc(m, s) for m, s in zip(summary.acc_mean, summary.acc_std, strict=True)])
     opts = f"T={sec.get('T', 2)}, a={sec.get('a', 0.5)}, gamma={sec.get('gamma', 0.1)}"
     setting = "the graph's given clients" if given else f"Dirichlet beta={args.beta}"
     head = (f"SPEAR comparison on {rows['dataset'].iloc[0]}: {setting}, K={args.clients}, "

@@ -3,7 +3,7 @@ weights, personalized mixing, broadcast and byte counts. Functions of tensors on
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor

@@ -27,7 +27,8 @@ import dataclasses
 import time
 from functools import partial
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -121,7 +122,7 @@ def check_rounds(rounds: Any, local_epochs: Any, owner: str = "federated trainin
 OPTIMIZER_STATES: tuple[str, ...] = ("keep", "restart")
 
 
-def make_method(name: str, **hyperparameters) -> "FederatedMethod":
+def make_method(name: str, **hyperparameters) -> FederatedMethod:
     """A configured baseline (:func:`pace_nb.methods.contract.make` of a :class:`FederatedMethod`)."""
     return make(name, FederatedMethod, **hyperparameters)  # type: ignore[return-value]
 
@@ -277,7 +278,7 @@ class FederatedRun:
         return [[self.model(s, k) for k in range(self.num_clients)] for s in range(len(self.seeds))]
 
 
-def _extra_loss(method: "FederatedMethod", ctx: FedContext, step: TrainStep) -> Tensor:
+def _extra_loss(method: FederatedMethod, ctx: FedContext, step: TrainStep) -> Tensor:
     """The trainer's ``extra_loss``: the method's local terms (a method that is not plain CE has some)."""
     loss = method.local_loss(step, ctx)
     if loss is None:

@@ -62,7 +62,7 @@ class FedProto(FederatedMethod):
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor:
         g, held = ctx.state["global_protos"], ctx.state["held"]
         total: Any = 0.0  # a tensor after the first model
-        for i, (b, k) in enumerate(zip(step.models, step.clients)):
+        for i, (b, k) in enumerate(zip(step.models, step.clients, strict=True)):
             c = ctx.fg.clients[k]
             dev = step.hidden[i].device
             s = ctx.seed_index(b)

@@ -73,7 +73,7 @@ class ConditionalGenerator(nn.Module):
         self.emb = nn.Embedding(num_classes, num_classes)
         dims = [noise_dim + num_classes, 64, 128, 256]
         layers = []
-        for a, b in zip(dims[:-1], dims[1:]):
+        for a, b in zip(dims[:-1], dims[1:], strict=True):
             layers += [nn.Linear(a, b), nn.Tanh(), nn.Dropout(dropout)]
         self.body = nn.Sequential(*layers)
         self.out = nn.Linear(256, feat_dim)

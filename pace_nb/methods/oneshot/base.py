@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -126,7 +127,7 @@ def mlp(sizes: Sequence[int], seed: int) -> torch.nn.Sequential:
     layers: list[torch.nn.Module] = []
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
             layers.append(torch.nn.Linear(int(a), int(b)))
             if i < len(sizes) - 2:
                 layers.append(torch.nn.ReLU())
@@ -150,7 +151,10 @@ def module_message(prefix: str, module: torch.nn.Module) -> Message:
     return {f"{prefix}.{k}": v.detach().clone() for k, v in module.state_dict().items()}
 
 
-def load_module(prefix: str, module: torch.nn.Module, message: Message) -> torch.nn.Module:
+M = TypeVar("M", bound=torch.nn.Module)
+
+
+def load_module(prefix: str, module: M, message: Message) -> M:
     """Load ``{prefix.name: tensor}`` from a parsed message into ``module`` (shapes checked by torch)."""
     state = {k[len(prefix) + 1:]: v for k, v in message.items() if k.startswith(prefix + ".")}
     module.load_state_dict(state)

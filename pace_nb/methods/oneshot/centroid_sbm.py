@@ -91,7 +91,7 @@ class CentroidSBM(OneShotMethod):
         y = client.y.long()
         gen = ctx.generator(k)
         mu, sd = z.mean(), z.std()
-        codes, classes, counts, spread = [], [], [], []
+        code_parts, class_parts, count_parts, spread = [], [], [], []
         for cls in range(c):
             zc = z[tr & (y == cls)]
             if not len(zc):
@@ -102,10 +102,10 @@ class CentroidSBM(OneShotMethod):
             keep = n > 0
             spread += [zc[a == j, :x.shape[1]].std(0, unbiased=False).mean() if n[j] > 1 else torch.tensor(0.0)
                        for j in torch.nonzero(keep).flatten()]
-            codes.append(w[keep])
-            classes.append(torch.full((int(keep.sum()),), cls))
-            counts.append(n[keep])
-        codes, classes, counts = torch.cat(codes), torch.cat(classes), torch.cat(counts)
+            code_parts.append(w[keep])
+            class_parts.append(torch.full((int(keep.sum()),), cls))
+            count_parts.append(n[keep])
+        codes, classes, counts = torch.cat(code_parts), torch.cat(class_parts), torch.cat(count_parts)
         assign = (F.normalize(z, dim=1) @ F.normalize(codes, dim=1).T).argmax(1)
         holds = torch.bincount(assign, minlength=len(codes)).float()
         return {"codewords": codes[:, :x.shape[1]], "classes": classes.float(), "counts": counts.float(),
@@ -121,7 +121,7 @@ class CentroidSBM(OneShotMethod):
         counts = torch.cat([m["counts"] for m in messages])
         sizes = allocate(counts, cfg.synthetic_nodes)
         xs, ys, edges, offset = [], [], [], 0
-        for m, n in zip(messages, torch.split(sizes, [len(m["counts"]) for m in messages])):
+        for m, n in zip(messages, torch.split(sizes, [len(m["counts"]) for m in messages]), strict=True):
             rates = m["edges"] / (m["holds"][:, None] * m["holds"][None, :]).clamp_min(1.0)
             ei = block_edges(n, rates * (m["holds"].sum() / n.sum().clamp_min(1)), gen)
             feat = torch.repeat_interleave(m["codewords"], n, dim=0)

@@ -25,7 +25,7 @@ dropout, sampling) is ``run_seed`` (-1 for SPEAR). Rows carry ``client_seconds``
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import torch

@@ -95,7 +95,7 @@ class FedCVAE(OneShotMethod):
         gen = ctx.generator(-1, salt=2)
         xs, ys = [], []
         with torch.no_grad():
-            for m, n_kc in zip(messages, alloc):
+            for m, n_kc in zip(messages, alloc, strict=True):
                 y = torch.repeat_interleave(torch.arange(c), n_kc)
                 if y.numel() == 0:
                     continue

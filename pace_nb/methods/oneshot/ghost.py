@@ -140,13 +140,13 @@ def topology_criterion(theta: Params, x: Tensor, edge_index: Tensor) -> Params:
     e = (a[src] * torch.tanh(a[dst])).sum(1)
     keys = [k for k in th if th[k].requires_grad]
     grads = torch.autograd.grad((e ** 2).sum(), [th[k] for k in keys])
-    return {k: g.detach() for k, g in zip(keys, grads)}
+    return {k: g.detach() for k, g in zip(keys, grads, strict=True)}
 
 
 def retention_penalty(theta: Params, anchors: list[Params], criteria: list[Params]) -> Tensor:
     """``Σ_s Σ_i |Ω_s,i| (θ_i − θ*_s,i)²`` over the earlier visits s (released ``loss_retention``)."""
     total = torch.zeros(())
-    for anchor, omega in zip(anchors, criteria):
+    for anchor, omega in zip(anchors, criteria, strict=True):
         for k, w in omega.items():
             total = total + (w.abs() * (theta[k] - anchor[k]) ** 2).sum()
     return total
@@ -162,7 +162,7 @@ class ProxyGenerator(torch.nn.Module):
             torch.manual_seed(int(seed))
             self.emb = torch.nn.Embedding(num_classes, num_classes)
             dims = (noise_dim + num_classes, *GEN_HIDDEN)
-            self.hidden = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+            self.hidden = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True))
             self.out = torch.nn.Linear(dims[-1], num_features)
         self.noise_dim, self.dropout = int(noise_dim), float(dropout)
 

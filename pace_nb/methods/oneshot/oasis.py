@@ -280,7 +280,7 @@ class Oasis(OneShotMethod):
         counts = torch.stack([m["counts"] for m in messages])
         alloc = balanced_allocation(counts, self.cfg.proxy_nodes)
         out: list[tuple[Any, Any, Tensor, Any] | None] = []
-        for m, synth, a in zip(messages, synths, alloc):
+        for m, synth, a in zip(messages, synths, alloc, strict=True):
             y = torch.repeat_interleave(torch.arange(ctx.num_classes), a)
             if not len(y):
                 out.append(None)

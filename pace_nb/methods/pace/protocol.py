@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
+from collections.abc import Sequence
 
 import pandas as pd
 import torch
@@ -261,7 +262,7 @@ def run_pace(fg, local, *, seeds: Sequence[int] | None = None, device="auto", pr
             key = cfg.transport_key()
             if key not in groups:
                 groups[key] = transport_seed(fg, w_l, init, cfg)
-                ext_logits[key] = [client_logits(p, c, device=device) for p, c in zip(groups[key].external, fg.clients)]
+                ext_logits[key] = [client_logits(p, c, device=device) for p, c in zip(groups[key].external, fg.clients, strict=True)]
             tr = groups[key]
             t0 = time.perf_counter()
             alpha = cfg.alpha if isinstance(cfg.alpha, str) else float(cfg.alpha)

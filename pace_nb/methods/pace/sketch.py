@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Literal
+from collections.abc import Mapping
 
 import torch
 from torch import Tensor
@@ -93,7 +94,7 @@ def client_sketches(
     with torch.no_grad():
         inputs = layer_inputs(params, x, prop)
         out = {}
-        for name, h in zip(weight_names(params), inputs):
+        for name, h in zip(weight_names(params), inputs, strict=True):
             s = _propagate(prop, h) if config.kind == "propagated" else h
             out[name] = moment_sketch(s, train_mask, config.eps)
     return out

@@ -19,7 +19,8 @@ stacked on a leading client axis, and per-layer sketches ``c_j [K, d_in]`` (Eq. 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Literal
+from collections.abc import Mapping
 
 import torch
 from torch import Tensor

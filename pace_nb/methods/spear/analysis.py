@@ -13,7 +13,8 @@ import json
 import time
 import warnings
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd

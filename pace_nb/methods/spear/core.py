@@ -56,7 +56,7 @@ class SpearConfig:
     def __post_init__(self):
         validate_params(self)
 
-    def for_variant(self, variant: str) -> tuple["SpearConfig", str]:
+    def for_variant(self, variant: str) -> tuple[SpearConfig, str]:
         """(config with T = 0 when the variant drops PPR, server aggregation mode)."""
         if variant not in VARIANTS:
             raise unknown("SPEAR variant", variant, VARIANTS)
@@ -228,7 +228,7 @@ def run_spear(fg, config: SpearConfig | None = None, variant: str = "full", *,
 
 
 def select_hyperparameters(fg, a_grid=(0.0, 0.25, 0.5, 0.75, 0.9), gamma_grid=(0.01, 0.1, 1.0),
-                           T: int = 2) -> tuple[SpearConfig, "object"]:
+                           T: int = 2) -> tuple[SpearConfig, object]:
     """Choose (a, γ) by accuracy on the global **validation** nodes only (ties → first in grid order).
 
     Returns (best SpearConfig, DataFrame with columns a, gamma, val_acc [percent]). Test labels are never read.

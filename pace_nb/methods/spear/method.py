@@ -7,7 +7,7 @@ row per requested variant (``full`` and the Tab. 4 ablations), exactly the rows 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 

@@ -15,7 +15,8 @@ client vector per node) scored against the class labels: what client separation 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

@@ -7,7 +7,7 @@ for every seed, recorded in the rows' ``num_clients``.
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
