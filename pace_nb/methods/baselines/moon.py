@@ -38,7 +38,7 @@ class MOON(FedAvg):
     name = "moon"
     label = "MOON"
     colour, marker = "#AA4499", "d"
-    groups = {"multiround": 3}  # row positions in the papers' tables
+    paper_rows = {"multiround": 3}  # its rows in the papers' tables
     paper = "Li et al. 2021, Model-contrastive federated learning"
 
     _parameter_constraints = {"mu": [Interval(float, 0, None)], "tau": [Interval(float, 0, None, closed="neither")]}

@@ -234,6 +234,7 @@ class OneShotMethod(Method):
 
     #: True when the client's upload is built from its matched Local model (DENSE).
     uses_local: ClassVar[bool] = False
+    evaluation = "complete_graph"  # the server's global model on the complete graph
 
     @classmethod
     def requires(cls) -> tuple[str, ...]:
