@@ -95,6 +95,32 @@ def method_parameters(name: str) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+def parameter_defaults(name: str) -> dict[str, Any]:
+    """``{parameter: default}`` of method ``name`` (its ``Config`` fields; a ``run_method``
+    keyword without a default maps to None), in :func:`method_parameters` order."""
+    entry = METHODS.get(name)
+    defaults: dict[str, Any] = {}
+    for p in inspect.signature(runner(entry)).parameters.values():
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in PROTOCOL_ARGS:
+            defaults[p.name] = None if p.default is inspect.Parameter.empty else p.default
+    config = getattr(entry.obj, "Config", None)
+    if dataclasses.is_dataclass(config):
+        for f in dataclasses.fields(config):
+            factory = f.default_factory
+            defaults[f.name] = f.default if factory is dataclasses.MISSING else factory()
+    return {k: defaults[k] for k in method_parameters(entry.name)}
+
+
+def describe_methods() -> list[dict[str, Any]]:
+    """One record per registered method (plugins included), in registration order: id, aliases,
+    label, paper, evaluation, paper_rows, comparison, needs, module and parameters (defaults)."""
+    return [{"id": e.name, "aliases": list(e.aliases), "label": e.meta.get("label") or e.name,
+             "paper": e.meta.get("paper", ""), "evaluation": e.meta.get("evaluation", ""),
+             "paper_rows": dict(e.meta.get("paper_rows") or {}), "comparison": e.name in spear_comparison(),
+             "needs": list(e.meta.get("needs", ())), "module": getattr(e.obj, "__module__", ""),
+             "parameters": parameter_defaults(e.name)} for e in registered().entries()]
+
+
 def check_method_params(name: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """``params`` for method ``name`` checked: a mapping, only known names (else a one-line
     :class:`ConfigError` listing the valid ones), values checked by the method's ``check``."""
