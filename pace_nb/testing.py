@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import math
 import tempfile
 import unittest
@@ -87,8 +88,6 @@ def _timeless(value):
 
 
 def _sorted(frame, drop: Iterable[str]):
-    import json
-
     cols = [c for c in COLUMNS if c not in drop]
     out = frame[cols].sort_values(["variant", "rank", "receiver"], kind="stable").reset_index(drop=True)
     if "params" in cols:
@@ -167,7 +166,7 @@ def check_flower(cls) -> None:
     if cls.name not in flower_methods():
         raise unittest.SkipTest(f"{cls.name} does not run on Flower")
     settings = FlowerSettings(method=cls.name, num_clients=CLIENTS, seed=SEED, epochs=EPOCHS, device="cpu",
-                              params=dict(cls.quick_params))
+                              params=json.dumps(dict(cls.quick_params), sort_keys=True))
     fg = _federation()
     with tempfile.TemporaryDirectory(prefix="pace_nb_check_") as tmp:
         out = run_inprocess(make_client_app(str(export_partitions(fg, Path(tmp) / "partitions"))), settings,
