@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from pace_nb.cli import main
+from pace_nb.core.errors import PluginError
 from pace_nb.methods.plugins import ENV, load_plugins
 from pace_nb.methods.registry import METHODS, spear_comparison
 
@@ -34,15 +35,22 @@ def _installed(site, package: str, value: str) -> None:
 
 
 @pytest.fixture
-def fresh(monkeypatch):
-    """The registry as a new process finds it: the plugins load again on the next read."""
-    monkeypatch.delenv(ENV, raising=False)
+def fresh():
+    """The registry as a new process finds it: the plugins load again on the next read; after
+    the test, ``$PACE_NB_PLUGINS`` (which ``--plugin`` sets), the registry and the modules as before."""
+    env = os.environ.pop(ENV, None)
     before = set(sys.modules)
     METHODS.defer(load_plugins)
     yield
-    for name in ("plugmeans",):
-        if METHODS.registered_now(name) is not None:
-            METHODS.remove(name)
+    os.environ.pop(ENV, None)
+    if env is not None:
+        os.environ[ENV] = env
+    try:
+        METHODS.names()  # a load a failing --plugin left pending, with nothing left to load
+    except PluginError:
+        pass
+    if METHODS.registered_now("plugmeans") is not None:
+        METHODS.remove("plugmeans")
     for mod in set(sys.modules) - before:
         if mod.startswith(("plugmeans_pkg", "broken_plugin", "cli_plugin")):
             sys.modules.pop(mod)
