@@ -14,12 +14,13 @@ import sys
 
 from pace_nb.core.errors import PaceNBError
 
-COMMANDS = ("datasets", "partition", "run", "spear", "grid", "tables", "report", "figures", "flower")
+COMMANDS = ("datasets", "methods", "partition", "run", "spear", "grid", "tables", "report", "figures", "flower")
 
 DESCRIPTION = """\
 pace_nb — one-shot federated graph learning, reproducible from the command line.
 
   pace-nb datasets                 which datasets are available offline, and where
+  pace-nb methods                  every registered method (plugins included): label, paper, parameters
   pace-nb partition ...            split a dataset among K clients (Louvain/METIS/Dirichlet)
   pace-nb run                      PACE (+ Local and baselines) on the embedded demo graph
   pace-nb spear                    SPEAR (training-free PPR prototypes) and its ablations
@@ -31,16 +32,25 @@ pace_nb — one-shot federated graph learning, reproducible from the command lin
                                    PACE, SPEAR or a one-shot baseline as Flower apps (or their files)
 
 Run `pace-nb COMMAND --help` for each command's options. Defaults are the papers' values.
+Methods of your own: `pace-nb --plugin mypkg.methods COMMAND ...` (or $PACE_NB_PLUGINS, or an
+installed package's `pace_nb.methods` entry point).
 """
+
+PLUGIN_HELP = ("import MODULE first: a plugin that registers methods (repeatable or comma-separated; "
+               "also $PACE_NB_PLUGINS and installed `pace_nb.methods` entry points)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pace-nb", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE", help=PLUGIN_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"pace_nb.cli.commands.{name}").register(sub)
+    for command in sub.choices.values():  # after the command too: `pace-nb run --plugin M ...`
+        command.add_argument("--plugin", action="append", default=[], dest="command_plugin", metavar="MODULE",
+                             help=PLUGIN_HELP)
     return parser
 
 
@@ -51,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        plugins = [*args.plugin, *getattr(args, "command_plugin", [])]
+        if plugins:
+            from pace_nb.methods.plugins import import_plugins
+
+            import_plugins(plugins)
         return int(args.func(args) or 0)
     except PaceNBError as exc:
         print(f"pace-nb: error: {exc}", file=sys.stderr)

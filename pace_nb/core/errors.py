@@ -20,6 +20,10 @@ class ConfigError(PaceNBError, ValueError):
     """An impossible or inconsistent parameter (K, rank, beta, masks, config file …)."""
 
 
+class PluginError(ConfigError):
+    """A plugin module (an entry point, ``--plugin``, ``$PACE_NB_PLUGINS``) that failed to load."""
+
+
 class DataCorruptionError(PaceNBError, RuntimeError):
     """A cache or results file failed its checksum / schema check."""
 

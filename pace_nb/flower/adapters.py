@@ -365,7 +365,7 @@ def resolve_method(name: str) -> str:
     entry = registered().get(name)
     if entry.name in ADAPTERS or (isinstance(entry.obj, type) and issubclass(entry.obj, OneShotMethod)):
         return entry.name
-    groups = entry.meta.get("groups") or {}
+    groups = entry.meta.get("paper_rows") or {}
     why = ("a multi-round federated method (it trains over rounds of server aggregation)"
            if "multiround" in groups or "pace_control" in groups or hasattr(entry.obj, "rounds") or
            hasattr(entry.obj, "aggregate") else "not a one-shot federated method")

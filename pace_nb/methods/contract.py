@@ -7,10 +7,14 @@ estimators (the constructor only stores a validated config; learned state never 
 
 * ``name`` (the one id; ``aliases`` resolve to it), ``label`` (display name as the papers print
   it), ``labels`` (``{context: label}`` where one paper prints another name), ``paper``,
-  ``colour`` and ``marker`` (its look in every figure), ``groups`` (``{tag: row}`` of
-  :data:`~pace_nb.methods.registry.GROUPS`), ``needs`` (shared inputs: ``("local",)`` = the
-  matched Local models). ``labels``, ``groups``, ``colour`` and ``marker`` are not inherited:
-  a subclass that is another method declares its own.
+  ``colour`` and ``marker`` (its look in every figure), ``paper_rows`` (``{table: row}``: it is
+  that row of a paper table of :data:`~pace_nb.methods.registry.PAPER_TABLES`), ``comparison``
+  (run it in SPEAR's comparison, after the paper's rows), ``evaluation`` (``"receivers"``: each
+  receiver's model on its own test nodes; ``"complete_graph"``: one global model on the complete
+  graph), ``needs`` (shared inputs: ``("local",)`` = the matched Local models) and
+  ``quick_params`` (hyperparameters that make it fast on a small graph: the conformance checks of
+  :mod:`pace_nb.testing`, never results). ``labels``, ``paper_rows``, ``comparison``, ``colour``
+  and ``marker`` are not inherited: a subclass that is another method declares its own.
 * ``Config``: a frozen dataclass whose fields are declared with
   :func:`~pace_nb.core.validation.param` (the paper's default and the field's checks; a subclass
   Config inherits its base's fields with their checks), checked by :meth:`Method.validate` for
@@ -30,7 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
+from collections.abc import Callable
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.validation import build_config, check_declaration
@@ -48,7 +53,11 @@ class Method:
     description: ClassVar[str] = ""
     #: Not inherited (see the module docstring).
     labels: ClassVar[dict[str, str]] = {}
-    groups: ClassVar[dict[str, int]] = {}
+    paper_rows: ClassVar[dict[str, int]] = {}
+    comparison: ClassVar[bool] = False
+    #: ``"receivers"`` or ``"complete_graph"`` (see the module docstring).
+    evaluation: ClassVar[str] = "receivers"
+    quick_params: ClassVar[dict[str, Any]] = {}
     colour: ClassVar[str] = ""
     marker: ClassVar[str] = ""
     needs: ClassVar[tuple[str, ...]] = ("local",)
@@ -110,17 +119,42 @@ class Method:
         return f"{type(self).__name__}({self.cfg})"
 
 
-def register(cls: type[Method]) -> type[Method]:
-    """Class decorator: register a :class:`Method` subclass under ``cls.name`` (and its aliases)
-    in :data:`~pace_nb.methods.registry.METHODS`, with its identity as registry metadata."""
+EVALUATIONS = ("receivers", "complete_graph")
+
+
+def _register(cls: type[Method], override: bool) -> type[Method]:
     if not (isinstance(cls, type) and issubclass(cls, Method)) or not cls.name:
         raise TypeError(f"register: {cls!r} must be a Method subclass with a name")
     own = vars(cls)
-    register_method(cls.name, cls, aliases=cls.aliases, needs=cls.requires(),
+    if "groups" in own:
+        raise ConfigError(f"method {cls.name!r}: `groups` is split in two: `paper_rows = {{table: row}}` (it is a row "
+                          f"of a paper's table) and `comparison = True` (run it in SPEAR's comparison)")
+    if cls.evaluation not in EVALUATIONS:
+        raise ConfigError(f"method {cls.name!r}: evaluation must be one of {', '.join(EVALUATIONS)}, "
+                          f"got {cls.evaluation!r}")
+    register_method(cls.name, cls, aliases=cls.aliases, needs=cls.requires(), override=override,
                     description=cls.description or f"{cls.label}: {cls.paper}", label=cls.label,
-                    labels=dict(own.get("labels", {})), groups=dict(own.get("groups", {})),
+                    labels=dict(own.get("labels", {})), paper_rows=dict(own.get("paper_rows", {})),
+                    comparison=bool(own.get("comparison", False)), evaluation=cls.evaluation,
                     colour=own.get("colour", ""), marker=own.get("marker", ""), paper=cls.paper)
     return cls
+
+
+@overload
+def register(cls: type[Method], *, override: bool = False) -> type[Method]: ...
+@overload
+def register(cls: None = None, *, override: bool = False) -> Callable[[type[Method]], type[Method]]: ...
+
+
+def register(cls=None, *, override=False):
+    """Class decorator: register a :class:`Method` subclass under ``cls.name`` (and its aliases)
+    in :data:`~pace_nb.methods.registry.METHODS`, with its identity as registry metadata.
+
+    ``@register`` or ``@register(override=True)``: another class under an id already registered
+    (e.g. replacing ``pace``) must say so, else it is a one-line ``ConfigError``."""
+    if cls is None:
+        return lambda c: _register(c, override)
+    return _register(cls, override)
 
 
 def method_class(name: str, kind: type[Method] = Method) -> type:

@@ -1,18 +1,24 @@
 """The method registry: every runnable method, a :class:`~pace_nb.methods.contract.Method`
-subclass registered by :func:`~pace_nb.methods.contract.register` in its own module.
+subclass registered by :func:`~pace_nb.methods.contract.register` in its own module — the
+package's own, and those of plugins (:mod:`pace_nb.methods.plugins`, loaded on the first read).
 
 Registry metadata is read from the class: ``needs`` (shared inputs, ``("local",)`` = the
 trained Local models), ``description``, ``label`` (display name, as the papers print it),
 ``labels`` (``{context: label}`` where one paper prints another name, e.g. SPEAR's
-"FedOPT (FedAdam)"), ``groups`` (``{tag: position}``: the :data:`GROUPS` a method belongs to and
-its row in that paper table), ``colour`` and ``marker`` (its look in every figure), ``paper``.
-Every label, colour, list and group in the package is read from here (:func:`method_label`,
-:func:`method_colour`, :func:`group`, :func:`spear_comparison`, :func:`canonical`).
+"FedOPT (FedAdam)"), ``paper_rows`` (``{table: row}``: the method IS a row of that paper table,
+:data:`PAPER_TABLES`; rows only order the table, any numbers do), ``comparison`` (run it in
+SPEAR's comparison too, after the paper's rows, which it does not move), ``evaluation``,
+``colour`` and ``marker`` (its look in every figure), ``paper``. Every label, colour, list and
+table row in the package is read from here (:func:`method_label`, :func:`method_colour`,
+:func:`group`, :func:`spear_comparison`, :func:`canonical`).
 
 A method's hyperparameters are the keyword-only arguments of its ``run_method`` that the
 protocol does not supply (:data:`PROTOCOL_ARGS`) plus the fields of its ``Config`` dataclass;
 :func:`check_method_params` rejects any other name with the valid ones, then the class's
 ``check_params`` validates the values.
+
+An id is registered once: another class under a registered id (say ``pace``) is an error unless
+it is registered with ``override=True`` (re-importing the same module is not another class).
 """
 from __future__ import annotations
 
@@ -29,8 +35,8 @@ METHODS: Registry = Registry("method")
 NEEDS = ("local",)
 #: Keyword arguments every runner receives from the protocol (not hyperparameters).
 PROTOCOL_ARGS = ("seeds", "device", "progress", "local_logits", "train_config")
-#: Group tags of the ``groups`` metadata.
-GROUPS: dict[str, str] = {
+#: The paper tables a method can be a row of (``paper_rows``: ``{table: row}``).
+PAPER_TABLES: dict[str, str] = {
     "pace_control": "PACE's matched one-round controls (PACE Tables 1, 7)",
     "multiround": "SPEAR's multi-round baselines (SPEAR Tab. 1/3)",
     "oneshot": "SPEAR's one-shot baselines (SPEAR Tab. 1/3)",
@@ -39,10 +45,17 @@ GROUPS: dict[str, str] = {
 SPEAR_CONTEXT = "spear_comparison"
 
 
+def _same_definition(old: Any, new: Any) -> bool:
+    """``new`` is ``old`` or its module re-imported (same module and qualified name)."""
+    return old is new or (getattr(old, "__module__", None), getattr(old, "__qualname__", None)) == (
+        getattr(new, "__module__", None), getattr(new, "__qualname__", None))
+
+
 def register_method(name: str, obj: Any, *, aliases: Sequence[str] = (), needs: Sequence[str] = ("local",),
-                    description: str = "", defaults: dict | None = None, **meta: Any):
+                    description: str = "", defaults: dict | None = None, override: bool = False, **meta: Any):
     """Register the :class:`~pace_nb.methods.contract.Method` subclass ``obj`` (what
-    :func:`~pace_nb.methods.contract.register` calls); see the module docstring."""
+    :func:`~pace_nb.methods.contract.register` calls); see the module docstring. Another class
+    under a registered id needs ``override=True``."""
     from pace_nb.methods.contract import Method
 
     if not (isinstance(obj, type) and issubclass(obj, Method)):
@@ -51,11 +64,20 @@ def register_method(name: str, obj: Any, *, aliases: Sequence[str] = (), needs: 
     bad = set(needs) - set(NEEDS)
     if bad:
         raise ConfigError(f"unknown method needs {sorted(bad)}; valid: {', '.join(NEEDS)}")
-    for tag in meta.get("groups", {}):
-        if tag not in GROUPS:
-            raise unknown("method group", tag, GROUPS)
+    key = str(name).lower()
+    old = METHODS.registered_now(key)
+    if old is not None and old.name == key and not override and not _same_definition(old.obj, obj):
+        raise ConfigError(f"method id {key!r} is already registered for {_qualname(old.obj)}; to replace it with "
+                          f"{_qualname(obj)} register with override=True (@register(override=True))")
+    for tag in meta.get("paper_rows", {}):
+        if tag not in PAPER_TABLES:
+            raise unknown("paper table", tag, PAPER_TABLES)
     return METHODS.register(str(name).lower(), obj, aliases=tuple(aliases), needs=tuple(needs),
                             description=description, defaults=dict(defaults or {}), **meta)
+
+
+def _qualname(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
 
 
 def runner(entry: Entry) -> Callable:
@@ -73,6 +95,32 @@ def method_parameters(name: str) -> tuple[str, ...]:
     if dataclasses.is_dataclass(config):
         names |= {f.name for f in dataclasses.fields(config)}
     return tuple(sorted(names))
+
+
+def parameter_defaults(name: str) -> dict[str, Any]:
+    """``{parameter: default}`` of method ``name`` (its ``Config`` fields; a ``run_method``
+    keyword without a default maps to None), in :func:`method_parameters` order."""
+    entry = METHODS.get(name)
+    defaults: dict[str, Any] = {}
+    for p in inspect.signature(runner(entry)).parameters.values():
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in PROTOCOL_ARGS:
+            defaults[p.name] = None if p.default is inspect.Parameter.empty else p.default
+    config = getattr(entry.obj, "Config", None)
+    if dataclasses.is_dataclass(config):
+        for f in dataclasses.fields(config):
+            factory = f.default_factory
+            defaults[f.name] = f.default if factory is dataclasses.MISSING else factory()
+    return {k: defaults[k] for k in method_parameters(entry.name)}
+
+
+def describe_methods() -> list[dict[str, Any]]:
+    """One record per registered method (plugins included), in registration order: id, aliases,
+    label, paper, evaluation, paper_rows, comparison, needs, module and parameters (defaults)."""
+    return [{"id": e.name, "aliases": list(e.aliases), "label": e.meta.get("label") or e.name,
+             "paper": e.meta.get("paper", ""), "evaluation": e.meta.get("evaluation", ""),
+             "paper_rows": dict(e.meta.get("paper_rows") or {}), "comparison": e.name in spear_comparison(),
+             "needs": list(e.meta.get("needs", ())), "module": getattr(e.obj, "__module__", ""),
+             "parameters": parameter_defaults(e.name)} for e in registered().entries()]
 
 
 def check_method_params(name: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -166,15 +214,19 @@ def method_marker(name: str) -> str | None:
     return (reg.get(name).meta.get("marker") or None) if name in reg else None
 
 
-def group(tag: str) -> tuple[str, ...]:
-    """Ids of the methods tagged ``tag`` (:data:`GROUPS`), in their paper table's row order."""
-    if tag not in GROUPS:
-        raise unknown("method group", tag, GROUPS)
-    members = [(e.meta["groups"][tag], i, e.name) for i, e in enumerate(registered().entries())
-               if tag in (e.meta.get("groups") or {})]
+def group(table: str) -> tuple[str, ...]:
+    """Ids of the methods that are rows of paper table ``table`` (:data:`PAPER_TABLES`), in row
+    order (``paper_rows`` values; ties in registration order)."""
+    if table not in PAPER_TABLES:
+        raise unknown("paper table", table, PAPER_TABLES)
+    members = [(e.meta["paper_rows"][table], i, e.name) for i, e in enumerate(registered().entries())
+               if table in (e.meta.get("paper_rows") or {})]
     return tuple(name for _, _, name in sorted(members))
 
 
 def spear_comparison() -> tuple[str, ...]:
-    """SPEAR's comparison (its Tab. 1/3 rows): SPEAR, its multi-round, then its one-shot baselines."""
-    return ("spear",) + group("multiround") + group("oneshot")
+    """SPEAR's comparison: SPEAR, its Tab. 1/3 multi-round then one-shot rows, then every other
+    method registered with ``comparison = True`` (in registration order)."""
+    paper = ("spear",) + group("multiround") + group("oneshot")
+    extra = tuple(e.name for e in registered().entries() if e.meta.get("comparison") and e.name not in paper)
+    return paper + extra

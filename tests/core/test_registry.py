@@ -30,6 +30,23 @@ def test_registry_lookup_aliases_and_errors():
     assert reg["alpha"] == 2 and "a1" not in reg
 
 
+def test_registry_defers_work_to_its_first_read_and_keeps_order_on_replace():
+    reg = Registry("widget")
+    calls = []
+    reg.defer(lambda: calls.append(len(reg)))  # a read from inside the deferred work does not recurse
+    reg.register("a", 1)
+    reg.register("b", 2)
+    assert calls == []  # registering does not run it
+    assert reg.registered_now("B").obj == 2 and reg.registered_now("c") is None and calls == []
+    assert reg.names() == ["a", "b"] and calls == [2]
+    assert "a" in reg and calls == [2]  # once
+    reg.register("a", 3)
+    assert reg.names() == ["a", "b"] and reg["a"] == 3  # replaced in place
+    reg.register("c", 4, aliases=("see",))
+    reg.remove("SEE")
+    assert "c" not in reg and "see" not in reg and reg.names() == ["a", "b"]
+
+
 def test_every_registered_method_honours_the_contract():
     from pace_nb.methods.protocol import get_method
     from pace_nb.methods.registry import METHODS

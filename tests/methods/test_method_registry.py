@@ -14,6 +14,7 @@ import pytest
 
 import pace_nb
 from pace_nb.cli import main
+from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import SERIES_MARKERS, SERIES_PALETTE
 from pace_nb.methods.registry import (METHODS, SPEAR_CONTEXT, canonical, group, method_label, registered,
                                       spear_comparison)
@@ -29,8 +30,60 @@ def test_groups_are_the_papers_lists_in_their_order():
     assert group("multiround") == ("fedavg", "fedprox", "fedadam", "moon", "fedproto", "fedpub", "fedgta", "fedtad")
     assert group("oneshot") == ("dense", "fedcvae", "fedsd2c", "ghost", "oasis")
     assert spear_comparison() == ("spear",) + group("multiround") + group("oneshot") and len(spear_comparison()) == 14
-    with pytest.raises(Exception, match="unknown method group"):
+    with pytest.raises(Exception, match="unknown paper table 'nope'"):
         group("nope")
+
+
+def _temporary(*names):
+    for name in names:
+        if METHODS.registered_now(name) is not None:
+            METHODS.remove(name)
+
+
+def test_joining_the_comparison_moves_no_paper_row():
+    """``comparison = True`` runs a method in SPEAR's comparison after the paper's rows; the
+    paper tables' rows (``paper_rows``) stay the papers' lists."""
+    from pace_nb.methods.baselines.fedavg import FedAvg
+    from pace_nb.methods.contract import register
+
+    tables = {t: group(t) for t in ("pace_control", "multiround", "oneshot")}
+    before = spear_comparison()
+    try:
+        @register
+        class Joiner(FedAvg):
+            name, label, paper, comparison = "joiner_probe", "JoinerProbe", "a test method", True
+
+        assert spear_comparison() == before + ("joiner_probe",)
+        assert {t: group(t) for t in tables} == tables
+        assert "paper_rows" not in vars(Joiner) and METHODS.get("joiner_probe").meta["paper_rows"] == {}
+    finally:
+        _temporary("joiner_probe")
+    with pytest.raises(ConfigError, match="`groups` is split in two: `paper_rows"):
+        @register
+        class Legacy(FedAvg):
+            name, label, paper, groups = "legacy_probe", "LegacyProbe", "a test method", {"multiround": 8}
+    assert "legacy_probe" not in METHODS
+
+
+def test_another_class_under_a_registered_id_needs_override():
+    from pace_nb.methods.contract import Method, register
+
+    pace = METHODS["pace"]
+    with pytest.raises(ConfigError, match=r"method id 'pace' is already registered for .*Pace; .*override=True"):
+        @register
+        class NotPace(Method):
+            name, label, paper = "pace", "NotPace", "a test method"
+    assert METHODS["pace"] is pace and method_label("pace") == "PACE (Ours)"
+    try:
+        @register(override=True)
+        class MyPace(Method):
+            name, label, paper = "pace", "MyPace", "a test method"
+
+        assert METHODS["pace"] is MyPace and method_label("pace") == "MyPace"
+    finally:
+        register(pace, override=True)
+    assert METHODS["pace"] is pace and method_label("pace") == "PACE (Ours)"
+    register(pace)  # the same class again (a re-imported module) needs no flag
 
 
 def test_aliases_resolve_to_one_id_and_one_label():
@@ -166,6 +219,4 @@ def test_a_new_method_in_one_module_runs_everywhere(plugin, tmp_path, capsys, mo
             pd.testing.assert_frame_equal(out.rows[cols].reset_index(drop=True), ref[cols].reset_index(drop=True),
                                           check_exact=True, check_dtype=False)
     finally:
-        for name in ("fedprobe", "shotprobe"):  # the registry has no public unregister: tests only
-            METHODS._entries.pop(name, None)
-            METHODS._lookup.pop(name, None)
+        _temporary("fedprobe", "shotprobe")

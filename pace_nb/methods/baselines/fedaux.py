@@ -74,7 +74,7 @@ class FedAux(FederatedMethod):
     aliases = ("fedaux", "fedaux-1r")
     label = "FedAux-1R"
     colour, marker = "#4477AA", "p"
-    groups = {"pace_control": 7}  # row positions in the papers' tables
+    paper_rows = {"pace_control": 7}  # its rows in the papers' tables
     paper = "Zhuo et al. 2025, Personalized subgraph federated learning with differentiable auxiliary projections"
     personalized = True
     shared_keys: tuple[str, ...] = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", AUX_KEY)

@@ -31,7 +31,7 @@ class FedAvg(FederatedMethod):
     name = "fedavg"
     label = "FedAvg"
     colour, marker = "#000000", "^"
-    groups = {"pace_control": 0, "multiround": 0}  # row positions in the papers' tables
+    paper_rows = {"pace_control": 0, "multiround": 0}  # its rows in the papers' tables
     paper = "McMahan et al. 2017, Communication-efficient learning of deep networks from decentralized data"
 
     @dataclass(frozen=True)

@@ -78,7 +78,7 @@ class FedGTA(FederatedMethod):
     name = "fedgta"
     label = "FedGTA"
     colour, marker = "#DDCC77", "X"
-    groups = {"pace_control": 6, "multiround": 6}  # row positions in the papers' tables
+    paper_rows = {"pace_control": 6, "multiround": 6}  # its rows in the papers' tables
     paper = "Li et al. 2024, FedGTA: Topology-aware averaging for federated graph learning"
     personalized = True
 

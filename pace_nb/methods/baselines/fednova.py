@@ -60,7 +60,7 @@ class FedNova(FedAvg):
     name = "fednova"
     label = "FedNova"
     colour, marker = "#225522", "<"
-    groups = {"pace_control": 2}  # row positions in the papers' tables
+    paper_rows = {"pace_control": 2}  # its rows in the papers' tables
     paper = "Wang et al. 2020, Tackling the objective inconsistency problem in heterogeneous federated optimization"
 
     @dataclass(frozen=True)

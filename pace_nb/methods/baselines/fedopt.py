@@ -35,7 +35,7 @@ class FedAdam(FedAvg):
     aliases = ("fedopt",)
     label = "FedAdam"
     colour, marker = "#222255", "*"
-    groups = {"multiround": 2}  # row positions in the papers' tables
+    paper_rows = {"multiround": 2}  # its rows in the papers' tables
     labels = {"spear_comparison": "FedOPT (FedAdam)"}  # SPEAR prints FedOPT
     paper = "Reddi et al. 2021, Adaptive federated optimization"
 

@@ -46,7 +46,7 @@ class FedProto(FederatedMethod):
     name = "fedproto"
     label = "FedProto"
     colour, marker = "#225522", "h"
-    groups = {"multiround": 4}  # row positions in the papers' tables
+    paper_rows = {"multiround": 4}  # its rows in the papers' tables
     paper = "Tan et al. 2022, FedProto: Federated prototype learning across heterogeneous clients"
     personalized = True
     shared_keys = ()

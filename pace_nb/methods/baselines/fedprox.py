@@ -40,7 +40,7 @@ class FedProx(FedAvg):
     name = "fedprox"
     label = "FedProx"
     colour, marker = "#66CCEE", "v"
-    groups = {"pace_control": 1, "multiround": 1}  # row positions in the papers' tables
+    paper_rows = {"pace_control": 1, "multiround": 1}  # its rows in the papers' tables
     paper = "Li et al. 2020, Federated optimization in heterogeneous networks"
 
     @dataclass(frozen=True)

@@ -112,7 +112,7 @@ class FedPub(FederatedMethod):
     name = "fedpub"
     label = "FedPub"
     colour, marker = "#332288", "D"
-    groups = {"pace_control": 4, "multiround": 5}  # row positions in the papers' tables
+    paper_rows = {"pace_control": 4, "multiround": 5}  # its rows in the papers' tables
     paper = "Baek et al. 2023, Personalized subgraph federated learning"
     personalized = True
     #: layers: 2 (PACE's GCN) or 3 (OpenFGL's model)

@@ -63,7 +63,7 @@ class FedRCL(FedAvg):
     name = "fedrcl"
     label = "FedRCL"
     colour, marker = "#EE6677", ">"
-    groups = {"pace_control": 3}  # row positions in the papers' tables
+    paper_rows = {"pace_control": 3}  # its rows in the papers' tables
     paper = "Seo et al. 2024, Relaxed contrastive learning for federated learning"
 
     @dataclass(frozen=True)

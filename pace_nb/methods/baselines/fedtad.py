@@ -142,7 +142,7 @@ class FedTAD(FedAvg):
     name = "fedtad"
     label = "FedTAD"
     colour, marker = "#882255", "P"
-    groups = {"pace_control": 5, "multiround": 7}  # row positions in the papers' tables
+    paper_rows = {"pace_control": 5, "multiround": 7}  # its rows in the papers' tables
     paper = "Zhu et al. 2024, FedTAD: Topology-aware data-free knowledge distillation for subgraph FL"
 
     @dataclass(frozen=True)

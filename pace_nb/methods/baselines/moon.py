@@ -39,7 +39,7 @@ class MOON(FedAvg):
     name = "moon"
     label = "MOON"
     colour, marker = "#AA4499", "d"
-    groups = {"multiround": 3}  # row positions in the papers' tables
+    paper_rows = {"multiround": 3}  # its rows in the papers' tables
     paper = "Li et al. 2021, Model-contrastive federated learning"
 
     @dataclass(frozen=True)

@@ -135,7 +135,8 @@ class Dense(OneShotMethod):
     name = "dense"
     label = "DENSE"
     colour, marker = "#CC79A7", "8"
-    groups = {"oneshot": 0}  # row positions in the papers' tables
+    paper_rows = {"oneshot": 0}  # its rows in the papers' tables
+    quick_params = {"epochs": 5, "g_steps": 2, "synthesis_batch_size": 32}  # fast on a small graph (conformance checks)
     paper = "Zhang et al. 2022, DENSE: Data-free one-shot federated learning"
     uses_local = True
 

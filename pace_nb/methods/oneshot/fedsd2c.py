@@ -135,7 +135,7 @@ class FedSD2C(OneShotMethod):
     name = "fedsd2c"
     label = "FedSD2C"
     colour, marker = "#009E73", "<"
-    groups = {"oneshot": 2}  # row positions in the papers' tables
+    paper_rows = {"oneshot": 2}  # its rows in the papers' tables
     paper = "Zhang et al. 2024, One-shot federated learning via synthetic distiller-distillate communication"
     uses_local = True
 
