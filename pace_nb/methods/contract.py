@@ -9,8 +9,12 @@ estimators (the constructor only stores a validated config; learned state never 
   it), ``labels`` (``{context: label}`` where one paper prints another name), ``paper``,
   ``colour`` and ``marker`` (its look in every figure), ``groups`` (``{tag: row}`` of
   :data:`~pace_nb.methods.registry.GROUPS`), ``needs`` (shared inputs: ``("local",)`` = the
-  matched Local models). ``labels``, ``groups``, ``colour`` and ``marker`` are not inherited:
-  a subclass that is another method declares its own.
+  matched Local models), ``evaluation`` (where its rows are scored, one of
+  :data:`~pace_nb.core.schema.EVALUATIONS`: ``"receivers"``, each receiver's model on its own
+  test nodes, or ``"complete_graph"``, the server's global model on the complete graph; set by
+  every mechanism, required by :func:`register`, and the ``evaluation`` column of its rows).
+  ``labels``, ``groups``, ``colour`` and ``marker`` are not inherited: a subclass that is
+  another method declares its own.
 * ``Config``: a frozen dataclass whose defaults are the paper's values, checked field by field
   by ``_parameter_constraints`` (:mod:`pace_nb.core.validation`, merged along the class
   hierarchy) and by :meth:`Method.validate` for checks spanning several fields. An unknown or
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pace_nb.core.errors import ConfigError
+from pace_nb.core.schema import EVALUATIONS
 from pace_nb.core.validation import build_config, merged_constraints
 from pace_nb.methods.registry import check_method_params, register_method
 
@@ -49,6 +54,8 @@ class Method:
     colour: ClassVar[str] = ""
     marker: ClassVar[str] = ""
     needs: ClassVar[tuple[str, ...]] = ("local",)
+    #: Where the rows are scored (:data:`~pace_nb.core.schema.EVALUATIONS`); every mechanism sets it.
+    evaluation: ClassVar[str] = ""
     _parameter_constraints: ClassVar[dict] = {}
 
     @dataclass(frozen=True)
@@ -103,11 +110,15 @@ def register(cls: type[Method]) -> type[Method]:
     in :data:`~pace_nb.methods.registry.METHODS`, with its identity as registry metadata."""
     if not (isinstance(cls, type) and issubclass(cls, Method)) or not cls.name:
         raise TypeError(f"register: {cls!r} must be a Method subclass with a name")
+    if cls.evaluation not in EVALUATIONS:
+        raise TypeError(f"register: {cls.__name__}.evaluation must be one of {', '.join(EVALUATIONS)} "
+                        f"(where its rows are scored), got {cls.evaluation!r}")
     own = vars(cls)
     register_method(cls.name, cls, aliases=cls.aliases, needs=cls.requires(),
                     description=cls.description or f"{cls.label}: {cls.paper}", label=cls.label,
                     labels=dict(own.get("labels", {})), groups=dict(own.get("groups", {})),
-                    colour=own.get("colour", ""), marker=own.get("marker", ""), paper=cls.paper)
+                    colour=own.get("colour", ""), marker=own.get("marker", ""), paper=cls.paper,
+                    evaluation=cls.evaluation)
     return cls
 
 

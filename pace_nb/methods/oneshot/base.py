@@ -232,6 +232,7 @@ class OneShotMethod(Method):
     ``name``/``label``/``paper``/``colour``/``marker``, a frozen ``Config`` with the original
     paper's (or code's) defaults and ``_parameter_constraints``, and the hooks."""
 
+    evaluation = "complete_graph"  # SPEAR's protocol: the server's global model on the complete graph
     #: True when the client's upload is built from its matched Local model (DENSE).
     uses_local: ClassVar[bool] = False
     #: The largest magnitude of any value of a real client's upload (model weights, features,

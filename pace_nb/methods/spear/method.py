@@ -36,6 +36,7 @@ class Spear(Method):
     description = "SPEAR: training-free PPR prototypes with shrinkage (variants: Tab. 4 ablations)"
     colour, marker = "#0072B2", "o"
     needs = ()
+    evaluation = "complete_graph"
 
     @dataclass(frozen=True)
     class Config:
