@@ -33,7 +33,8 @@ def summarize(rows: pd.DataFrame | str | os.PathLike | None = None, by: Iterable
     """Mean ± sample std over seeds of the pooled rows, one row per setting.
 
     ``rows``: a rows DataFrame, or a store path (None → default store). Columns: the ``by``
-    keys, ``n_seeds``, ``acc_mean/acc_std``, ``f1w_mean/f1w_std``, ``f1m_mean/f1m_std``,
+    keys, ``evaluation`` (where the rows were scored, ``core.schema.EVALUATIONS``; a setting scored
+    in two places lists both, comma separated), ``n_seeds``, ``acc_mean/acc_std``, ``f1w_mean/f1w_std``, ``f1m_mean/f1m_std``,
     ``alpha_mean``, ``alpha_zero_frac``, ``alpha_one_frac`` (over receiver rows),
     ``upload_ratio``, ``return_ratio``, ``seconds``. ``sort=False`` keeps the rows' order.
     """
@@ -44,8 +45,9 @@ def summarize(rows: pd.DataFrame | str | os.PathLike | None = None, by: Iterable
     frame = frame.assign(**{c: keys[c] for c in by})
     pooled, recv = frame[frame.receiver == -1], frame[frame.receiver >= 0]
     _check_unmixed(pooled, by)
+    where = {} if "evaluation" in by else {"evaluation": ("evaluation", lambda e: ",".join(sorted(set(e))))}
     out = pooled.groupby(by, sort=sort, dropna=False).agg(
-        n_seeds=("seed", "nunique"), acc_mean=("acc", "mean"), acc_std=("acc", "std"),
+        **where, n_seeds=("seed", "nunique"), acc_mean=("acc", "mean"), acc_std=("acc", "std"),
         f1w_mean=("f1_weighted", "mean"), f1w_std=("f1_weighted", "std"),
         f1m_mean=("f1_macro", "mean"), f1m_std=("f1_macro", "std"),
         upload_ratio=("upload_ratio", "mean"), return_ratio=("return_ratio", "mean"),

@@ -41,6 +41,11 @@ REQUIRED: tuple[str, ...] = KEY_COLUMNS + ("acc",)
 #: Values of ``study`` and ``evaluation``.
 STUDIES: tuple[str, ...] = ("pace", "comparison", "spear")
 EVALUATIONS: tuple[str, ...] = ("receivers", "complete_graph")
+#: What a summary says of the rows of each evaluation (a method's class declares its own, ``Method.evaluation``).
+EVALUATION_LABELS: dict[str, str] = {
+    "receivers": "each receiver's model on its own test nodes, pooled over the receivers",
+    "complete_graph": "the server's global model on the complete graph, over every client's test nodes",
+}
 
 #: A federation setting (what diagnostics group by) and a method setting (what tables group by).
 FEDERATION: tuple[str, ...] = ("dataset", "partition", "beta", "num_clients")

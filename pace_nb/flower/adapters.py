@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 from typing import Any, ClassVar
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +37,7 @@ from pace_nb.methods.calibration import calibrate
 from pace_nb.methods.evaluation import evaluate_method
 from pace_nb.methods.oneshot.base import OneShotContext, OneShotMethod, client_phase, oneshot_row, server_phase
 from pace_nb.methods.pace import lowrank
+from pace_nb.methods.phases import Failure, PublicView
 from pace_nb.methods.pace import protocol as pace
 from pace_nb.methods.registry import registered
 from pace_nb.methods.spear import core as spear
@@ -77,9 +79,9 @@ def confusions(client, finals: dict[str, torch.Tensor], num_classes: int) -> dic
     return out
 
 
-def public_view(num_classes: int, num_features: int):
+def public_view(num_classes: int, num_features: int, num_clients: int) -> PublicView:
     """The federation as a party without data sees it (what the method's hooks may read)."""
-    return SimpleNamespace(num_classes=int(num_classes), num_features=int(num_features))
+    return PublicView(int(num_features), int(num_classes), int(num_clients))
 
 
 class Adapter:
@@ -119,8 +121,10 @@ class Adapter:
         """What every honest upload shares (compared with the majority), or None (nothing to compare)."""
         return None
 
-    def server(self, payloads: list[bytes], parsed: list[Any], num_classes: int, fed: dict) -> ServerPhase:
-        """The server phase on the admitted uploads (in partition order; ``fed``: the federation's public facts)."""
+    def server(self, payloads: list[bytes], parsed: list[Any], num_classes: int, fed: dict, *,
+               partitions: Sequence[int] = (), failures: Sequence[Failure] = ()) -> ServerPhase:
+        """The server phase on the admitted uploads (in partition order, from clients ``partitions``;
+        ``failures``: the clients without an admitted upload; ``fed``: the federation's public facts)."""
         raise NotImplementedError
 
     def rows(self, phase: ServerPhase, *, up: list[int], down: list[int], reports: list[dict], partitions: list[int],
@@ -176,7 +180,7 @@ class PaceAdapter(Adapter):
     def consensus(self, parsed):
         return parsed
 
-    def server(self, payloads, parsed, num_classes, fed):
+    def server(self, payloads, parsed, num_classes, fed, *, partitions=(), failures=()):
 
         t0 = time.perf_counter()
         returns = pace.server(payloads, self.settings.pace_config)
@@ -255,7 +259,7 @@ class SpearAdapter(Adapter):
         p, n = parsed
         return p.shape[1] if bool((n > 0).any()) else None  # an empty upload has no width to agree on
 
-    def server(self, payloads, parsed, num_classes, fed):
+    def server(self, payloads, parsed, num_classes, fed, *, partitions=(), failures=()):
         t0 = time.perf_counter()
         widths = {p.shape[1] for p, n in parsed if bool((n > 0).any())}
         if not widths:
@@ -312,16 +316,16 @@ class OneShotAdapter(Adapter):
             local[client.index] = local_model(client, meta, self.settings)[0]
             report["train_seconds"] = time.perf_counter() - t0
         t1 = time.perf_counter()
-        ctx = self._context(public_view(meta["num_classes"], meta["num_features"]), local)
+        ctx = self._context(public_view(meta["num_classes"], meta["num_features"], meta["num_clients"]), local)
         data = client_phase(self.method, ctx, client.index, client)
         report["upload_seconds"] = time.perf_counter() - t1
         return data, None, report
 
-    def server(self, payloads, parsed, num_classes, fed):
+    def server(self, payloads, parsed, num_classes, fed, *, partitions=(), failures=()):
 
         t0 = time.perf_counter()
-        ctx = self._context(public_view(num_classes, fed["num_features"]))
-        theta, graph = server_phase(self.method, ctx, payloads)
+        ctx = self._context(public_view(num_classes, fed["num_features"], fed["num_clients"]))
+        theta, graph = server_phase(self.method, ctx, list(zip(partitions, payloads, strict=True)), failures)
         return ServerPhase(None, (ctx, theta, graph), time.perf_counter() - t0)
 
     def rows(self, phase, *, up, down, reports, partitions, num_classes, fed, seconds, evaluation):

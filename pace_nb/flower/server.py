@@ -31,6 +31,7 @@ from pace_nb.core.schema import COLUMNS
 from pace_nb.flower import screening, wire
 from pace_nb.flower.settings import FlowerSettings
 from pace_nb.flower.adapters import Adapter, make_adapter
+from pace_nb.methods.phases import Failure
 
 NAN = float("nan")
 
@@ -245,6 +246,14 @@ def check_evaluation(evaluation, fed: dict, num_classes: int) -> None:
                           + ", ".join(f"{k} {a!r} (evaluator) vs {b!r} (clients)" for k, (a, b) in diff.items()))
 
 
+def _failures(admitted: list[Reply], excluded: list[dict], settings: FlowerSettings) -> list[Failure]:
+    """Every partition without an admitted upload, with the server's reason (an exclusion naming
+    it, else no valid upload arrived: it dropped out or its node claimed no id)."""
+    why = {d["partition_id"]: d["reason"] for d in excluded if d.get("partition_id") is not None}
+    sent = {r.partition_id for r in admitted}
+    return [Failure(p, why.get(p, "no valid upload (dropped out)")) for p in range(settings.num_clients) if p not in sent]
+
+
 def run_round(grid, settings: FlowerSettings, evaluation=None, view: screening.PublicView | None = None
               ) -> FlowerOutcome:
     """The whole one-shot round on a Flower ``Grid`` (module docstring). ``evaluation``: the
@@ -267,7 +276,8 @@ def run_round(grid, settings: FlowerSettings, evaluation=None, view: screening.P
     ups = sorted(ups, key=lambda r: r.partition_id)
     if adapter.evaluation == "complete_graph":
         check_evaluation(evaluation, fed, c)
-    phase = adapter.server([r.payload for r in ups], [r.parsed for r in ups], c, fed)
+    phase = adapter.server([r.payload for r in ups], [r.parsed for r in ups], c, fed,
+                           partitions=[r.partition_id for r in ups], failures=_failures(ups, excluded, settings))
     t["server"] = time.perf_counter()
     by_node: dict[int, bytes] = {}
     sent_down: dict[int, int] = {}

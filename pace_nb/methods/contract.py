@@ -9,9 +9,11 @@ estimators (the constructor only stores a validated config; learned state never 
   it), ``labels`` (``{context: label}`` where one paper prints another name), ``paper``,
   ``colour`` and ``marker`` (its look in every figure), ``paper_rows`` (``{table: row}``: it is
   that row of a paper table of :data:`~pace_nb.methods.registry.PAPER_TABLES`), ``comparison``
-  (run it in SPEAR's comparison, after the paper's rows), ``evaluation`` (``"receivers"``: each
-  receiver's model on its own test nodes; ``"complete_graph"``: one global model on the complete
-  graph), ``needs`` (shared inputs: ``("local",)`` = the matched Local models) and
+  (run it in SPEAR's comparison, after the paper's rows), ``evaluation`` (where its rows are scored, one of
+  :data:`~pace_nb.core.schema.EVALUATIONS`: ``"receivers"``, each receiver's model on its own
+  test nodes, or ``"complete_graph"``, the server's global model on the complete graph; set by
+  every mechanism, required by :func:`register`, and the ``evaluation`` column of its rows),
+  ``needs`` (shared inputs: ``("local",)`` = the matched Local models) and
   ``quick_params`` (hyperparameters that make it fast on a small graph: the conformance checks of
   :mod:`pace_nb.testing`, never results). ``labels``, ``paper_rows``, ``comparison``, ``colour``
   and ``marker`` are not inherited: a subclass that is another method declares its own.
@@ -38,6 +40,7 @@ from typing import Any, ClassVar, overload
 from collections.abc import Callable
 
 from pace_nb.core.errors import ConfigError
+from pace_nb.core.schema import EVALUATIONS
 from pace_nb.core.validation import build_config, check_declaration
 from pace_nb.methods.registry import check_method_params, register_method
 
@@ -55,8 +58,8 @@ class Method:
     labels: ClassVar[dict[str, str]] = {}
     paper_rows: ClassVar[dict[str, int]] = {}
     comparison: ClassVar[bool] = False
-    #: ``"receivers"`` or ``"complete_graph"`` (see the module docstring).
-    evaluation: ClassVar[str] = "receivers"
+    #: Where the rows are scored (:data:`~pace_nb.core.schema.EVALUATIONS`); every mechanism sets it.
+    evaluation: ClassVar[str] = ""
     quick_params: ClassVar[dict[str, Any]] = {}
     colour: ClassVar[str] = ""
     marker: ClassVar[str] = ""
@@ -119,19 +122,16 @@ class Method:
         return f"{type(self).__name__}({self.cfg})"
 
 
-EVALUATIONS = ("receivers", "complete_graph")
-
-
 def _register(cls: type[Method], override: bool) -> type[Method]:
     if not (isinstance(cls, type) and issubclass(cls, Method)) or not cls.name:
         raise TypeError(f"register: {cls!r} must be a Method subclass with a name")
+    if cls.evaluation not in EVALUATIONS:
+        raise TypeError(f"register: {cls.__name__}.evaluation must be one of {', '.join(EVALUATIONS)} "
+                        f"(where its rows are scored), got {cls.evaluation!r}")
     own = vars(cls)
     if "groups" in own:
         raise ConfigError(f"method {cls.name!r}: `groups` is split in two: `paper_rows = {{table: row}}` (it is a row "
                           f"of a paper's table) and `comparison = True` (run it in SPEAR's comparison)")
-    if cls.evaluation not in EVALUATIONS:
-        raise ConfigError(f"method {cls.name!r}: evaluation must be one of {', '.join(EVALUATIONS)}, "
-                          f"got {cls.evaluation!r}")
     register_method(cls.name, cls, aliases=cls.aliases, needs=cls.requires(), override=override,
                     description=cls.description or f"{cls.label}: {cls.paper}", label=cls.label,
                     labels=dict(own.get("labels", {})), paper_rows=dict(own.get("paper_rows", {})),

@@ -30,6 +30,7 @@ class Local(Method):
     paper = "independent Local training (PACE §4)"
     description = "independent Local training, no collaboration"
     colour, marker = "#999999", "s"
+    evaluation = "receivers"
 
     def run(self, fg, local, *, seeds=None, device="auto", progress=True, local_logits=None, train_config=None):
         return run_local(fg, local, seeds=seeds, device=device, local_logits=local_logits)

@@ -108,6 +108,16 @@ def needs_local(methods: Sequence[str]) -> bool:
     return any("local" in get_method(m).needs for m in check_names(methods, "methods"))
 
 
+def _declared_evaluation(name: str, rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` of method ``name``, checked to be scored where its class says (``Method.evaluation``):
+    a summary groups and labels rows by it."""
+    declared = METHODS.get(name).obj.evaluation
+    said = sorted(set(rows["evaluation"])) if "evaluation" in rows.columns else []
+    if said and said != [declared]:
+        raise ConfigError(f"method {name!r} declares evaluation {declared!r}, but its rows say {', '.join(map(repr, said))}")
+    return rows
+
+
 def run_protocol(
     dataset,
     *,
@@ -167,7 +177,7 @@ def run_protocol(
         with plugin_errors(spec.name):
             out = spec.fn(fg, local, seeds=seeds, device=device, progress=progress, local_logits=logits,
                           train_config=train_config, **params[spec.name])
-        frames.append(check_method_rows(out, spec.name, fg))
+        frames.append(_declared_evaluation(spec.name, check_method_rows(out, spec.name, fg)))
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     rows["params"] = record_setting(rows["params"], fg, train_config)
     return rows[list(COLUMNS) + [c for c in rows.columns if c not in COLUMNS]]

@@ -103,6 +103,7 @@ class HostileProbe(Method):
     paper = "a hostile test method"
     colour, marker = "#999933", "v"
     needs = ()
+    evaluation = "receivers"
 
     @dataclass(frozen=True)
     class Config:

@@ -70,6 +70,7 @@ def test_a_method_registered_by_decorator_runs_in_the_protocol():
         """Every receiver gets client 0's Local model."""
 
         name, label, paper = "uniform_probe", "UniformProbe", "a test method"
+        evaluation = "receivers"
 
         def run(self, fg, local, *, seeds=None, device="auto", progress=True, local_logits=None, train_config=None):
             rows = []

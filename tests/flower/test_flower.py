@@ -206,7 +206,7 @@ def test_oneshot_dropout_and_bad_method(fg, parts, evaluator):
     m = make_oneshot("centroid_sbm")  # needs no Local model
     ctx = OneShotContext(fg, SEED, TrainConfig(epochs=5), torch.device("cpu"))
     blobs = [client_phase(m, ctx, k, fg.clients[k]) for k in (0, 2)]
-    theta, _ = server_phase(m, ctx, blobs)
+    theta, _ = server_phase(m, ctx, list(zip((0, 2), blobs, strict=True)))
     assert out.rows.acc.iloc[0] == 100 * complete_graph_scores(fg, theta)["acc"]
     assert out.rows.bytes_up.iloc[0] == sum(map(len, blobs))
     with pytest.raises(UnknownNameError, match="unknown method 'nosuch'"):

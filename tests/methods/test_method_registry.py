@@ -73,11 +73,13 @@ def test_another_class_under_a_registered_id_needs_override():
         @register
         class NotPace(Method):
             name, label, paper = "pace", "NotPace", "a test method"
+            evaluation = "receivers"
     assert METHODS["pace"] is pace and method_label("pace") == "PACE (Ours)"
     try:
         @register(override=True)
         class MyPace(Method):
             name, label, paper = "pace", "MyPace", "a test method"
+            evaluation = "receivers"
 
         assert METHODS["pace"] is MyPace and method_label("pace") == "MyPace"
     finally:

@@ -33,8 +33,8 @@ def server_ctx(fg, local):
     return base.OneShotContext(fg, SEED, TrainConfig(), torch.device("cpu"), [local.model(0, k) for k in range(10)])
 
 
-def messages(method, ctx):
-    return [base.decode(base.encode(method.client_message(ctx, k, c))) for k, c in enumerate(ctx.fg.clients)
+def messages(method, ctx, fg):
+    return [base.decode(base.encode(method.client_message(ctx, k, c))) for k, c in enumerate(fg.clients)
             if bool(c.train_mask.any())]
 
 
@@ -64,7 +64,7 @@ def test_bn_loss_sums_over_teachers():
 def test_generator_reset_every_epoch_and_pool_grows(fg, local, monkeypatch):
     ctx = server_ctx(fg, local)
     method = make_oneshot("dense", **SMALL)
-    msgs = messages(method, ctx)
+    msgs = messages(method, ctx, fg)
     resets, kd_calls = [], []
     real_reset, real_kd = dense.reset_generator, dense.kd_loss
 
@@ -132,5 +132,5 @@ def test_student_follows_sgd_with_momentum(fg, local, monkeypatch):
 
     monkeypatch.setattr(torch.optim, "SGD", spy)
     make_oneshot("dense", **{**SMALL, "epochs": 1}).server_train(server_ctx(fg, local), messages(
-        make_oneshot("dense"), server_ctx(fg, local)), None)
+        make_oneshot("dense"), server_ctx(fg, local), fg), None)
     assert made == [{"lr": 0.005, "momentum": 0.9}]

@@ -106,7 +106,7 @@ def test_coreset_mode_uploads_real_rows_only(fg, ctx):
 
 
 def test_upload_is_the_serialized_distillates_and_distiller(fg, ctx):
-    row = run_oneshot(fg, make_oneshot("fedsd2c", steps=3), (SEED,), local=_local(ctx), progress=False)[0]
+    row = run_oneshot(fg, make_oneshot("fedsd2c", steps=3), (SEED,), local=_local(fg), progress=False)[0]
     method = make_oneshot("fedsd2c", steps=3)
     want = [len(base.encode(method.client_message(ctx, k, c))) if bool(c.train_mask.any()) else 0
             for k, c in enumerate(fg.clients)]
@@ -135,15 +135,15 @@ def test_server_loss_is_kd_against_the_uploaders_model(fg, ctx, monkeypatch):
 
 
 def test_deterministic_and_bad_mode(fg, ctx):
-    a = run_oneshot(fg, make_oneshot("fedsd2c", steps=5), (SEED,), local=_local(ctx), progress=False)[0]
-    b = run_oneshot(fg, make_oneshot("fedsd2c", steps=5), (SEED,), local=_local(ctx), progress=False)[0]
+    a = run_oneshot(fg, make_oneshot("fedsd2c", steps=5), (SEED,), local=_local(fg), progress=False)[0]
+    b = run_oneshot(fg, make_oneshot("fedsd2c", steps=5), (SEED,), local=_local(fg), progress=False)[0]
     assert a["acc"] == b["acc"] and a["bytes_up"] == b["bytes_up"]
     with pytest.raises(ConfigError, match="mode"):
         make_oneshot("fedsd2c", mode="distillates")
 
 
-def _local(ctx):
-    return train_local(ctx.fg, (SEED,), progress=False)
+def _local(fg):
+    return train_local(fg, (SEED,), progress=False)
 
 
 def test_coreset_rows_are_their_own_variant_in_the_comparison_table(fg, one_thread):

@@ -1,7 +1,9 @@
 """``pace-nb run``: the one-shot protocol(s) on one dataset (docs/DESIGN.md §11).
 
 Prints one summary line per method/variant/rank (mean ± sample std over seeds of the pooled
-scores, percent); ``--json F`` writes ``{"summary": [...], "receivers": [...], "config": {...}}``.
+scores, percent), under the evaluation that scored it: each receiver's model on its own test
+nodes (Local, PACE, the matched controls) or the server's global model on the complete graph
+(SPEAR, the one-shot baselines); ``--json F`` writes ``{"summary": [...], "receivers": [...], "config": {...}}``.
 Rows are written to a results store only when asked (``--store DIR``, or ``--results DIR``),
 as one cell keyed by a hash of every input that changes a number (dataset, partition and
 its parameters, K, data seed, run seeds, methods, variants, ranks, ``--param`` values, training
@@ -103,6 +105,18 @@ def format_summary(summary: pd.DataFrame) -> str:
     return table.to_string(index=False)
 
 
+def format_summaries(summary: pd.DataFrame) -> str:
+    """:func:`format_summary` per evaluation (``summary["evaluation"]``, in the order the methods
+    ran), each under a line saying where its rows were scored."""
+    from pace_nb.core.schema import EVALUATION_LABELS
+
+    blocks = []
+    for where in dict.fromkeys(summary["evaluation"]):
+        said = ", then ".join(EVALUATION_LABELS.get(w, w) for w in str(where).split(","))
+        blocks.append(f"scored by {said}:\n{format_summary(summary[summary['evaluation'] == where])}")
+    return "\n".join(blocks)
+
+
 def run(args) -> int:
     from pace_nb.analysis.summary import summarize
     from pace_nb.methods.protocol import run_protocol
@@ -150,8 +164,8 @@ def run(args) -> int:
     summary = summarize(rows, sort=False)
     ds = rows["dataset"].iloc[0] if len(rows) else args.dataset
     print(f"{ds} · {args.partition} · K = {args.clients} · seeds {', '.join(map(str, seeds))} "
-          f"(pooled test nodes, percent; mean ± sample std over seeds)")
-    print(format_summary(summary))
+          f"(percent; mean ± sample std over seeds)")
+    print(format_summaries(summary))
     dense_like = summary[(summary["method"] == "pace") & (summary["rank"] > 0) & (summary["return_ratio"] >= 100)]
     for r in sorted(set(dense_like["rank"])):
         print(f"note: rank {r} is >= the attainable rank of every weight matrix, so every carrier was "

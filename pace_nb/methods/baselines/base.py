@@ -133,6 +133,7 @@ class FederatedMethod(Method):
     ``marker``, declare hyperparameters in a frozen dataclass ``Config`` (paper defaults) with
     checks declared on each field (``param``), and override only the hooks that differ."""
 
+    evaluation = "receivers"  # in the protocol each receiver scores its deployed model (the comparison: compare.py)
     personalized: ClassVar[bool] = False
     #: Params keys the server aggregates (others stay with their client).
     #: (a method whose Config changes them sets them in ``validate``, e.g. FedPub's head layers).

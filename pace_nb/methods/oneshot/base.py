@@ -38,6 +38,7 @@ from pace_nb.methods import metrics
 from pace_nb.methods.evaluation import federation_fields, make_row
 from pace_nb.methods.pace.lowrank import dense_carriers, deserialize, reconstruct, serialize
 from pace_nb.methods.contract import Method
+from pace_nb.methods.phases import Failure, PublicView, split_uploads
 from pace_nb.nn.gcn import Params, gcn_forward, init_params, num_params_bytes, propagation_matrix
 from pace_nb.nn.training import TrainConfig
 
@@ -192,23 +193,31 @@ def decode(blob: bytes) -> Message:
 
 @dataclass
 class OneShotContext:
-    """What a hook may read: the federation, the run seed, training config, device, and the
-    client's matched Local model (``local[k]``, when the protocol trained them)."""
+    """What a hook may read: the federation's :class:`~pace_nb.methods.phases.PublicView` (a
+    ``FederatedGraph`` given here is reduced to it: no hook reads the data through the context,
+    in process as on Flower), the run seed, training config, device, the client's matched Local
+    model (``local[k]``, when the protocol trained them) and, in the server phase, who sent the
+    messages (``senders``, aligned with them) and who did not (``failures``)."""
 
-    fg: FederatedGraph
+    view: PublicView
     seed: int
     config: TrainConfig
     device: torch.device
     local: list[Params] | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    senders: tuple[int, ...] = ()
+    failures: tuple[Failure, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.view = PublicView.of(self.view)
 
     @property
     def num_classes(self) -> int:
-        return self.fg.num_classes
+        return self.view.num_classes
 
     @property
     def num_features(self) -> int:
-        return self.fg.num_features
+        return self.view.num_features
 
     def generator(self, k: int, salt: int = 0) -> torch.Generator:
         """Deterministic generator of client ``k`` (``k = -1``: the server) for this run seed."""
@@ -236,6 +245,7 @@ class OneShotMethod(Method):
     ``name``/``label``/``paper``/``colour``/``marker``, a frozen ``Config`` with the original
     paper's (or code's) defaults and checks on each field (``param``), and the hooks."""
 
+    evaluation = "complete_graph"  # SPEAR's protocol: the server's global model on the complete graph
     #: True when the client's upload is built from its matched Local model (DENSE).
     uses_local: ClassVar[bool] = False
     #: The largest magnitude of any value of a real client's upload (model weights, features,
@@ -265,7 +275,8 @@ class OneShotMethod(Method):
         raise NotImplementedError
 
     def synthesize(self, ctx: OneShotContext, messages: list[Message]) -> SyntheticGraph | None:
-        """Server: messages → a synthetic training graph (``None`` when the method trains otherwise)."""
+        """Server: messages (from clients ``ctx.senders``; ``ctx.failures`` sent none) → a synthetic
+        training graph (``None`` when the method trains otherwise)."""
         raise NotImplementedError
 
     def server_train(self, ctx: OneShotContext, messages: list[Message], graph: SyntheticGraph | None) -> Params:
@@ -274,8 +285,9 @@ class OneShotMethod(Method):
             raise NotImplementedError(f"{self.name}: synthesize returned no graph, so server_train must be overridden")
         return ctx.fit(graph)
 
-    def diagnostics(self, ctx: OneShotContext) -> dict[str, Any]:
-        """JSON-able readings recorded in the row's params after the server phase (default: none)."""
+    def diagnostics(self, ctx: OneShotContext, fg: FederatedGraph) -> dict[str, Any]:
+        """Evaluation: JSON-able readings recorded in the row's params after the server phase, on the
+        evaluation graph ``fg`` (the complete graph the global model is scored on; default: none)."""
         return {}
 
     # -- protocol entry -----------------------------------------------------------------------
@@ -310,11 +322,12 @@ def run_oneshot(fg: FederatedGraph, method: OneShotMethod, seeds: Sequence[int] 
         local = train_local(fg, seeds, config, device=device, progress=progress)
     rows = []
     for s, seed in enumerate(_progress(seeds, progress and len(seeds) > 1, desc=f"{method.name} seeds")):
-        ctx = OneShotContext(fg, int(seed), config, dev, _local_models(local, s, fg.num_clients) if method.uses_local else None)
+        ctx = OneShotContext(PublicView.of(fg), int(seed), config, dev,
+                             _local_models(local, s, fg.num_clients) if method.uses_local else None)
         t0 = time.perf_counter()
         blobs = [client_phase(method, ctx, k, c) for k, c in enumerate(fg.clients)]
         t1 = time.perf_counter()
-        theta, graph = server_phase(method, ctx, blobs)
+        theta, graph = server_phase(method, ctx, list(enumerate(blobs)))
         t2 = time.perf_counter()
         rows.append(oneshot_row(fg, method, ctx, theta, graph, [len(b) for b in blobs], t1 - t0, t2 - t1,
                                 row_seed=row_seed))
@@ -327,9 +340,14 @@ def client_phase(method: OneShotMethod, ctx: OneShotContext, k: int, client: Cli
     return encode(method.client_message(ctx, k, client)) if bool(client.train_mask.any()) else b""
 
 
-def server_phase(method: OneShotMethod, ctx: OneShotContext, blobs: Sequence[bytes]) -> tuple[Params, SyntheticGraph | None]:
-    """The server on the upload bytes alone (in client order; empty ones skipped) → (global GCN, synthetic graph)."""
-    messages = [decode(b) for b in blobs if b]
+def server_phase(method: OneShotMethod, ctx: OneShotContext, uploads: Sequence[tuple[int, bytes]],
+                 failures: Sequence[Failure] = ()) -> tuple[Params, SyntheticGraph | None]:
+    """The server on the ``(client, upload bytes)`` pairs alone and the ``failures`` (clients that sent
+    nothing usable; an empty upload is one) → (global GCN, synthetic graph). The hooks get the
+    messages in client order, ``ctx.senders`` naming their clients and ``ctx.failures`` the rest."""
+    pairs, ctx.failures = split_uploads(uploads, failures)
+    ctx.senders = tuple(k for k, _ in pairs)
+    messages = [decode(b) for _, b in pairs]
     graph = method.synthesize(ctx, messages)
     return method.server_train(ctx, messages, graph), graph
 
@@ -345,7 +363,7 @@ def oneshot_row(fg, method: OneShotMethod, ctx: OneShotContext, theta: Params, g
               "client_seconds": client_seconds, "server_seconds": server_seconds, "bytes_per_client": list(up),
               "synthetic_nodes": int(graph.x.shape[0]) if graph is not None else 0,
               "hidden": config.hidden, "epochs": config.epochs, "lr": config.lr, **method.hyperparameters(),
-              **method.diagnostics(ctx)}
+              **method.diagnostics(ctx, fg)}
     beta = (getattr(fg, "config", {}) or {}).get("beta")
     if beta is not None:
         params["beta"] = beta

@@ -226,12 +226,12 @@ class Dense(OneShotMethod):
                 opt_s.step()
         return {k: v.detach() for k, v in student.items()}
 
-    def diagnostics(self, ctx) -> dict:
+    def diagnostics(self, ctx, fg) -> dict:
         """The teachers' ensemble on the complete graph (what DENSE distils), in percent."""
         T = ctx.state.get("dense_teachers")
         if T is None:
             return {}
-        d, mask = ctx.fg.data, ctx.fg.global_mask("test")
+        d, mask = fg.data, fg.global_mask("test")
         x = d.x.to_dense() if d.x.is_sparse else d.x
         with torch.no_grad():
             z = teacher_forward(T, x.float(), propagation_matrix(d.edge_index, int(d.num_nodes)))[0].mean(0)

@@ -215,6 +215,7 @@ class Pace(Method):
     paper = "PACE: propagation-aware low-rank correction + CNLL (this package's paper)"
     description = "PACE: rank-r RegMean correction + CNLL (variants, ranks)"
     colour, marker = "#D55E00", "o"
+    evaluation = "receivers"
 
     @dataclass(frozen=True)
     class Config:
