@@ -7,6 +7,7 @@ import unittest
 
 import pytest
 
+from pace_nb.core.errors import ConfigError
 from pace_nb.methods.registry import registered
 from pace_nb.testing import check_flower, check_method, check_rows, parametrize_with_checks
 
@@ -15,8 +16,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 #: Over ~3 s a check on two shared cores (their quick_params still train generators).
 EXPENSIVE = {"ghost", "fedsd2c", "oasis"}
 #: Open findings of these checks (issue 40, the server's public view): strict, so a fix shows.
-KNOWN = {("pace", check_flower): "PACE's Flower rows lose the Dirichlet beta (the clients' public facts carry no beta)",
-         ("dense", check_flower): "DENSE's server phase reads the federation's data, which Flower's server view lacks"}
+KNOWN = {("pace", check_flower): "PACE's Flower rows lose the Dirichlet beta (the clients' public facts carry no beta)"}
 
 
 def _marks(cls, check):
@@ -65,7 +65,8 @@ def test_the_checks_catch_a_broken_method():
     try:
         with pytest.raises(AssertionError, match="wobbly_probe: a second run on the same inputs"):
             check_rows(Wobbly)
-        with pytest.raises(AssertionError, match="rows evaluated \\['receivers'\\], the class says 'complete_graph'"):
+        # run_protocol refuses rows that contradict the declared evaluation before check_rows looks
+        with pytest.raises(ConfigError, match="declares evaluation 'complete_graph', but its rows say 'receivers'"):
             check_rows(Steady)
         with pytest.raises(unittest.SkipTest, match="does not run on Flower"):
             check_flower(Wobbly)
