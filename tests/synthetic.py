@@ -152,3 +152,30 @@ def class_means_module(cls: str, name: str, style: str = "") -> str:
                 ys = torch.cat([torch.arange(ctx.num_classes)[m["counts"] > 0] for m in messages])
                 return SyntheticGraph(xs, ys, knn_graph(xs, self.cfg.knn))
     ''')
+
+
+def import_temp_module(tmp_path, monkeypatch, package: str, module: str, source: str):
+    """Write ``source`` as ``<package>/<module>.py`` under ``tmp_path``, put ``tmp_path`` on
+    ``sys.path`` and import it (registering what it declares): a user's module, for plugin tests.
+    :func:`forget_temp_module` undoes the import."""
+    import importlib
+
+    pkg = tmp_path / package
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module(f"{package}.{module}")
+
+
+def forget_temp_module(package: str, module: str, *method_ids: str) -> None:
+    """Drop an :func:`import_temp_module` module from ``sys.modules`` and its methods from the registry."""
+    import sys
+
+    from pace_nb.methods.registry import METHODS
+
+    for mod in (f"{package}.{module}", package):
+        sys.modules.pop(mod, None)
+    for name in method_ids:
+        if METHODS.registered_now(name) is not None:
+            METHODS.remove(name)

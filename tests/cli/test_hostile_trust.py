@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from hostile_helpers import cli_error
+from synthetic import forget_temp_module, import_temp_module
 
 N = 30  # nodes of the small own-data graph
 
@@ -130,21 +131,8 @@ class HostileProbe(Method):
 
 @pytest.fixture
 def hostile_plugin(tmp_path, monkeypatch):
-    import importlib
-    import sys
-
-    from pace_nb.methods.registry import METHODS
-
-    pkg = tmp_path / "hostilepkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "probe.py").write_text(PLUGIN)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield importlib.import_module("hostilepkg.probe")
-    for mod in ("hostilepkg.probe", "hostilepkg"):
-        sys.modules.pop(mod, None)
-    METHODS._entries.pop("hostileprobe", None)  # the registry has no public unregister: tests only
-    METHODS._lookup.pop("hostileprobe", None)
+    yield import_temp_module(tmp_path, monkeypatch, "hostilepkg", "probe", PLUGIN)
+    forget_temp_module("hostilepkg", "probe", "hostileprobe")
 
 
 PROBE = ["run", "--clients", "3", "--seeds", "1", "--methods", "hostileprobe", "--device", "cpu", "--no-progress"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import sys
 import textwrap
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from pace_nb.core.schema import SERIES_MARKERS, SERIES_PALETTE
 from pace_nb.methods.registry import (METHODS, SPEAR_CONTEXT, canonical, group, method_label, registered,
                                       spear_comparison)
 
-from synthetic import class_means_module
+from synthetic import class_means_module, forget_temp_module, import_temp_module
 
 PKG = Path(pace_nb.__file__).resolve().parent
 
@@ -154,15 +153,8 @@ PLUGIN = textwrap.dedent('''
 
 @pytest.fixture
 def plugin(tmp_path, monkeypatch):
-    pkg = tmp_path / "userpkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "probe_method.py").write_text(PLUGIN)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    mod = importlib.import_module("userpkg.probe_method")
-    yield mod
-    sys.modules.pop("userpkg.probe_method", None)
-    sys.modules.pop("userpkg", None)
+    yield import_temp_module(tmp_path, monkeypatch, "userpkg", "probe_method", PLUGIN)
+    forget_temp_module("userpkg", "probe_method")
 
 
 def test_a_new_method_in_one_module_runs_everywhere(plugin, tmp_path, capsys, monkeypatch):
