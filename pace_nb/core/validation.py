@@ -12,7 +12,8 @@ of them may be satisfied), kept as the field's metadata::
             validate_params(self)
 
 and every entry point (Python API, CLI, grid configs) gets the same check and the same wording:
-``TrainConfig: parameter 'lr' must be a float in (0, inf), got nan``. The declaration itself is
+``TrainConfig: parameter 'lr' must be a float in (0, inf), got nan``. A config written in a file
+(a grid config's sections) is read with :mod:`pace_nb.core.reading` on the same declarations. The declaration itself is
 checked when the class is created (:func:`declared`; a method's ``Config`` when its class is):
 a field without a check, a misspelt metadata key, a check that is not a constraint, a default
 its own checks refuse, or a leftover ``_parameter_constraints`` dict is a ``TypeError`` at import.
@@ -113,6 +114,33 @@ class ListOf:
         return "a list of " + " or ".join(map(str, self.items))
 
 
+@dataclass(frozen=True)
+class Text:
+    """A non-empty string."""
+
+    def is_satisfied_by(self, v: Any) -> bool:
+        return isinstance(v, str) and bool(v.strip())
+
+    def __str__(self) -> str:
+        return "a non-empty string"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """``True`` or ``False`` only (``"no"`` and ``1`` are not flags)."""
+
+    def is_satisfied_by(self, v: Any) -> bool:
+        return isinstance(v, bool)
+
+    def __str__(self) -> str:
+        return "true or false"
+
+
+#: A field whose checks include ``OMITTED`` (its default ``None``) may be left out of a config
+#: file; :func:`pace_nb.core.reading.read_config`'s messages leave it unsaid.
+OMITTED = Is(type(None))
+
+
 #: The metadata keys a config field may carry: its checks and what it means (for messages).
 CHECK, HELP = "check", "help"
 METADATA_KEYS = (CHECK, HELP)
@@ -132,11 +160,12 @@ def checks_of(cls: type, name: str) -> tuple:
     return next(f.metadata[CHECK] for f in dataclasses.fields(cls) if f.name == name)
 
 
-def like(cls: type, name: str, default: Any = MISSING) -> Any:
-    """Field ``name`` of config ``cls`` again (its default unless given, its checks and help), for
-    a config that repeats another's parameter (SPEAR's method config, Flower's flat settings)."""
+def like(cls: type, name: str, default: Any = MISSING, *more: Any) -> Any:
+    """Field ``name`` of config ``cls`` again (its default unless given, its checks and help, and
+    ``more`` checks: :data:`OMITTED` for a key a file may leave out), for a config that repeats
+    another's parameter (SPEAR's method config, Flower's flat settings, a grid section)."""
     f = next(f for f in dataclasses.fields(cls) if f.name == name)
-    return param(f.default if default is MISSING else default, *f.metadata[CHECK], help=f.metadata.get(HELP, ""))
+    return param(f.default if default is MISSING else default, *f.metadata[CHECK], *more, help=f.metadata.get(HELP, ""))
 
 
 def check_declaration(cls: type, owner: str | None = None, also: type | None = None) -> None:

@@ -5,39 +5,31 @@ of run seeds, a group of methods). One cell is ONE :func:`pace_nb.methods.protoc
 call, so the batched trainer trains every seed × client of the cell at once; consecutive cells
 of one setting (its method groups) share one Local training (:class:`~pace_nb.experiments.cells.LocalReuse`).
 SPEAR cells run SPEAR's ablation (and, if asked, robustness / efficiency) for a batch of data
-seeds. :func:`load_config` / :func:`parse_config` validate a config as a whole (errors name the
-line); :func:`expand` turns it into cells with stable keys, which
+seeds. :func:`load_config` / :func:`parse_config` read a config; :func:`expand` validates it as a
+whole (its sections are declared in :mod:`~pace_nb.experiments.sections`; errors name the line)
+and turns it into cells with stable keys, which
 :func:`pace_nb.experiments.runner.run_grid` runs (resumably) and
 :func:`pace_nb.experiments.cells.run_cell` computes.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
+from itertools import product
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
-from pace_nb.core.config import DATA_SEED, PAPER_SEEDS, shipped_configs
-from pace_nb.core.errors import ConfigError, PaceNBError
+from pace_nb.core.config import shipped_configs
+from pace_nb.core.errors import ConfigError
 from pace_nb.core.io import NotRegularFileError, read_regular_bytes
-from pace_nb.experiments import preflight, values as V
-from pace_nb.core.validation import check_seeds, config_keys
+from pace_nb.core.limits import MAX_CELLS
+from pace_nb.experiments import preflight
 from pace_nb.experiments.cells import Cell
-from pace_nb.methods.spear.core import SpearConfig
-from pace_nb.nn.training import TrainConfig
+from pace_nb.experiments.sections import ExperimentSection, SpearSection, batches, read_sections
 
-PARTITIONS = ("louvain", "metis", "dirichlet", "given")  # given: a graph file's own client column
-SECTIONS = {"grid", "experiment", "spear"}
-GRID_KEYS = {"name", "description", "seeds", "data_seed", "seed_batch", "device", "strict", "data_root"}
-EXPERIMENT_KEYS = {"name", "datasets", "partitions", "beta", "clients", "seeds", "data_seed", "seed_batch",
-                   "methods", "methods_if_available", "method_groups", "pace_variants", "ranks", "train", "method_params"}
-#: [[spear]] keys: the grid's own plus every SpearConfig field (T, a, gamma).
-SPEAR_KEYS = {"name", "datasets", "beta", "clients", "seeds", "seed_batch", "variants",
-              "robustness", "rho", "eta", "scope", "efficiency", "rounds"} | config_keys(SpearConfig)
-#: [[spear]] keys of SPEAR's comparison (Tab. 1/3): methods beside SPEAR, run seed, their parameters.
-SPEAR_KEYS |= {"methods", "run_seed", "local_epochs", "method_params", "train"}
+#: Largest grid config file read (a config is a few KiB; larger files are refused unread).
+MAX_CONFIG_BYTES = 1 << 20
 
 
 @dataclass
@@ -86,9 +78,9 @@ def load_config(path: str | Path) -> GridConfig:
     if path.is_dir():
         raise ConfigError(f"grid config {path} is a folder; give a .toml or .yaml file (see configs/)")
     try:
-        if path.exists() and path.stat().st_size > V.MAX_CONFIG_BYTES:
+        if path.exists() and path.stat().st_size > MAX_CONFIG_BYTES:
             raise ConfigError(f"grid config {path} is {path.stat().st_size:,} bytes, more than the "
-                              f"{V.MAX_CONFIG_BYTES:,} a config may have")
+                              f"{MAX_CONFIG_BYTES:,} a config may have")
         text = read_regular_bytes(path).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"grid config {path} not found (shipped configs: {', '.join(shipped_configs()) or 'none'})") from None
@@ -101,12 +93,27 @@ def load_config(path: str | Path) -> GridConfig:
     return parse_config(text, path=str(path), fmt="yaml" if path.suffix in (".yaml", ".yml") else "toml")
 
 
+def refuse_yaml_aliases(text: str, path: str) -> None:
+    """Grid configs need no YAML anchors or aliases; refusing them refuses alias bombs (a few
+    lines expanding to billions of nodes) and recursive aliases before anything is built."""
+    import yaml
+
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                mark = event.start_mark
+                raise ConfigError(f"{path}:{mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed in grid "
+                                  f"configs; write the values out")
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: cannot parse YAML: {' '.join(str(exc).split())}") from None
+
+
 def parse_config(text: str, path: str = "<config>", fmt: str = "toml") -> GridConfig:
     try:
         if fmt == "yaml":
             import yaml
 
-            V.refuse_yaml_aliases(text, path)
+            refuse_yaml_aliases(text, path)
             raw = yaml.safe_load(text) or {}
         else:
             import tomllib
@@ -121,59 +128,11 @@ def parse_config(text: str, path: str = "<config>", fmt: str = "toml") -> GridCo
     return GridConfig(raw, text, path)
 
 
-_as_list, _ints = V.as_list, V.ints
-
-
-def _seeds(cfg: GridConfig, key: str, values) -> list[int]:
-    """Seeds: distinct integers in [0, 2**32 - 1] (the one wording of core.validation)."""
-    vals = _ints(cfg, key, values, 0)
-    try:
-        return list(check_seeds(vals, key))
-    except ConfigError as exc:
-        raise cfg.error(str(exc), key) from None
-
-
-def _batches(seeds: list[int], size: int | None) -> list[tuple[int, ...]]:
-    size = size or len(seeds)
-    return [tuple(seeds[i:i + size]) for i in range(0, len(seeds), size)]
-
-
-def _check_keys(cfg: GridConfig, section: Mapping, allowed: set, where: str) -> None:
-    if not isinstance(section, Mapping):
-        raise cfg.error(f"{where} must be a table/mapping", where.strip("[]"))
-    for key in section:
-        if key not in allowed:
-            raise cfg.error(f"unknown key {key!r} in {where}; valid keys: {', '.join(sorted(allowed))}", key)
-
-
-def _name(cfg: GridConfig, kind: str, value, valid: Iterable[str], key: str, canon: Callable | None = None) -> str:
-    valid = list(valid)
-    if canon is not None:
-        try:
-            return canon(value)
-        except PaceNBError:
-            pass
-    elif value in valid:
-        return value
-    raise cfg.error(f"unknown {kind} {value!r}; valid {kind}s: {', '.join(sorted(map(str, valid)))}", value, key)
-
-
-def _dataset(cfg: GridConfig, value) -> str:
-    """A registered dataset name, or a graph file/folder (docs/OWN_DATA.md; a relative path is
-    relative to the config's folder) as an absolute path, validated now."""
-    from pace_nb.data.datasets import DATASETS, canonical_name
-    from pace_nb.data.userdata import is_graph_path, load_graph
-
-    if isinstance(value, str) and value not in DATASETS:
-        base = Path(cfg.path).parent if not str(cfg.path).startswith("<") else Path.cwd()
-        path = base / Path(value).expanduser()
-        if is_graph_path(path):
-            try:
-                load_graph(path)
-            except PaceNBError as exc:
-                raise cfg.error(str(exc), value, "datasets") from None
-            return str(path.resolve())
-    return _name(cfg, "dataset", value, DATASETS, "datasets", canonical_name)
+def check_cell_count(cfg: GridConfig, count: int) -> None:
+    """Refuse a config expanding to more than :data:`MAX_CELLS` cells, before any is built."""
+    if count > MAX_CELLS:
+        raise cfg.error(f"the config expands to {count:,} cells, more than the limit of {MAX_CELLS:,}; "
+                        f"split it into several configs or use fewer values")
 
 
 def _given_clients(cfg: GridConfig, dataset: str) -> int:
@@ -187,161 +146,42 @@ def _given_clients(cfg: GridConfig, dataset: str) -> int:
     return int(data.client.max()) + 1
 
 
-def _method_params(cfg: GridConfig, value: Any, section_keys: Mapping[str, tuple[str, ...]]) -> None:
-    """Check a section's ``method_params``: known methods, known parameter names, valid values;
-    ``section_keys[method]`` (``"*"``: every method) are set by the section's own keys and may not
-    be repeated per method."""
-    from pace_nb.methods.registry import check_all_method_params
+def _protocol_cells(cfg: GridConfig, exp: ExperimentSection, data: Mapping[str, str]) -> Iterator[Cell]:
+    options = exp.options()
+    for d, p in product(exp.datasets, exp.partitions):
+        betas = exp.beta if p == "dirichlet" else (None,)
+        clients = exp.clients if p != "given" else (_given_clients(cfg, d),)
+        for b, k, ds, sb, g in product(betas, clients, exp.data_seed, batches(exp.seeds, exp.seed_batch), exp.method_groups):
+            yield Cell("protocol", d, p, k, b, ds, sb, g, exp.pace_variants, exp.ranks, options, data.get(d, ""))
 
-    try:
-        checked = check_all_method_params(value)
-    except PaceNBError as exc:
-        raise cfg.error(str(exc), "method_params") from None
-    for method, params in checked.items():
-        clash = sorted(set(params) & set(section_keys.get(method, ()) + section_keys.get("*", ())))
-        if clash:
-            raise cfg.error(f"method_params.{method}: {', '.join(clash)} is set for the whole section, "
-                            f"not per method", clash[0], "method_params")
+
+def _spear_cells(sp: SpearSection, data: Mapping[str, str]) -> Iterator[Cell]:
+    options = sp.options()
+    for d, b, k, sb in product(sp.datasets, sp.beta, sp.clients, batches(sp.seeds, sp.seed_batch)):
+        yield Cell("spear", d, "dirichlet", k, b, sb[0], sb, sp.methods, sp.variants, (0,), options, data.get(d, ""))
 
 
 def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None, *, data_root=None,
            fingerprints: bool = True) -> list[Cell]:
     """Validate the WHOLE config and expand it into cells (no training is done here).
 
-    Unknown datasets, methods, partitions, variants or keys, and values of a wrong type or range
-    raise :class:`ConfigError` naming the config line at fault; so does a config of more than
+    The sections are read first (:func:`~pace_nb.experiments.sections.read_sections`: unknown
+    datasets, methods, partitions, variants or keys, and values of a wrong type or range raise
+    :class:`ConfigError` naming the config line at fault); so does a config of more than
     :data:`~pace_nb.core.limits.MAX_CELLS` cells (counted before any is built). ``known_methods``
     defaults to the protocol registry. ``fingerprints``: each cell carries its dataset's
     :func:`~pace_nb.data.datasets.data_fingerprint` (raw files under ``data_root`` >
     ``[grid] data_root`` > the default root); without, cells have their setting keys only.
+    Repeated cells are listed once.
     """
-    from pace_nb.methods.pace.protocol import VARIANTS as PACE_VARIANTS
-    from pace_nb.methods.spear.core import VARIANTS as SPEAR_VARIANTS
-
     if known_methods is None:
         from pace_nb.methods.protocol import available_methods
 
         known_methods = available_methods()
-    known_methods = list(known_methods)
-    raw = cfg.raw
-    for key in raw:
-        if key not in SECTIONS:
-            raise cfg.error(f"unknown section {key!r}; valid sections: grid, experiment, spear", key)
-    grid = V.grid_section(cfg, GRID_KEYS)
-    base_seeds = _seeds(cfg, "seeds", grid.get("seeds", list(PAPER_SEEDS)))
-    base_data_seeds = _seeds(cfg, "data_seed", grid.get("data_seed", DATA_SEED))
-    base_batch = grid.get("seed_batch")
-    if base_batch is not None:
-        base_batch = _ints(cfg, "seed_batch", base_batch, 1)[0]
-    specs: list[tuple] = []  # (kind, checked values) of every section; cells are built once all are valid
-    exps, spears = _as_list(raw.get("experiment", [])), _as_list(raw.get("spear", []))
-    if not exps and not spears:
-        raise cfg.error("the config has no [[experiment]] or [[spear]] section")
-    count = 0
-    for exp in exps:
-        _check_keys(cfg, exp, EXPERIMENT_KEYS, "[[experiment]]")
-        if "datasets" not in exp or "methods" not in exp:
-            raise cfg.error("every [[experiment]] needs 'datasets' and 'methods'", "experiment")
-        if not _as_list(exp["datasets"]) or not _as_list(exp["methods"]):
-            raise cfg.error("'datasets' and 'methods' of an [[experiment]] need at least one value each", "methods")
-        datasets = [_dataset(cfg, d) for d in _as_list(exp["datasets"])]
-        parts = [_name(cfg, "partition", p, PARTITIONS, "partitions") for p in _as_list(exp.get("partitions", "louvain"))]
-        betas = V.positive_reals(cfg, "beta", exp.get("beta", 0.5))
-        clients = V.clients(cfg, exp.get("clients", 10))
-        seeds = _seeds(cfg, "seeds", exp.get("seeds", base_seeds))
-        data_seeds = _seeds(cfg, "data_seed", exp.get("data_seed", base_data_seeds))  # one draw each
-        batch = _ints(cfg, "seed_batch", exp.get("seed_batch", base_batch if base_batch is not None else len(seeds)), 1)[0]
-        methods = [_name(cfg, "method", str(m).lower(), known_methods, "methods") for m in _as_list(exp["methods"])]
-        if len(set(methods)) != len(methods):
-            raise cfg.error(f"methods: duplicated value(s) {sorted({m for m in methods if methods.count(m) > 1})}", "methods")
-        methods += [str(m).lower() for m in _as_list(exp.get("methods_if_available", []))
-                    if str(m).lower() in known_methods and str(m).lower() not in methods]
-        groups = exp.get("method_groups") or [methods]
-        groups = [[_name(cfg, "method", str(m).lower(), methods, "method_groups") for m in _as_list(g)] for g in groups]
-        if any(not g for g in groups):
-            raise cfg.error("method_groups: every group needs at least one method", "method_groups")
-        variants = [_name(cfg, "PACE variant", v, PACE_VARIANTS, "pace_variants") for v in _as_list(exp.get("pace_variants", "full"))]
-        if not variants:
-            raise cfg.error("pace_variants needs at least one value, got []", "pace_variants")
-        ranks = V.ranks(cfg, exp.get("ranks", 6))
-        options = {"train": V.table_option(cfg, exp, "train", TrainConfig, "[experiment.train]"),
-                   "method_params": dict(V.method_params(cfg, exp.get("method_params", {})))}
-        _method_params(cfg, options["method_params"], {"pace": ("variants", "ranks")})  # pace_variants, ranks
-        n_parts = sum(len(betas) if p == "dirichlet" else 1 for p in parts)
-        count += len(datasets) * n_parts * len(clients) * len(data_seeds) * len(_batches(seeds, batch)) * len(groups)
-        V.check_cell_count(cfg, count)
-        specs.append(("protocol", datasets, parts, betas, clients, data_seeds, seeds, batch, groups, variants, ranks,
-                      json.dumps(options, sort_keys=True)))
-    for sp in spears:
-        _check_keys(cfg, sp, SPEAR_KEYS, "[[spear]]")
-        if "datasets" not in sp or not _as_list(sp["datasets"]):
-            raise cfg.error("every [[spear]] needs 'datasets'", "spear")
-        datasets = [_dataset(cfg, d) for d in _as_list(sp["datasets"])]
-        variants = [_name(cfg, "SPEAR variant", v, SPEAR_VARIANTS, "variants") for v in _as_list(sp.get("variants", list(SPEAR_VARIANTS)))]
-        if not variants:
-            raise cfg.error("variants needs at least one value, got []", "variants")
-        seeds = _seeds(cfg, "seeds", sp.get("seeds", [2024, 2025, 2026]))
-        batch = _ints(cfg, "seed_batch", sp.get("seed_batch", len(seeds)), 1)[0]
-        betas = V.positive_reals(cfg, "beta", sp.get("beta", 0.05))
-        clients = V.clients(cfg, sp.get("clients", 10))
-        for key in ("robustness", "efficiency"):
-            if key in sp:
-                V.flag(cfg, key, sp[key])
-        for key in ("rho", "eta"):
-            if key in sp:
-                V.unit_real(cfg, key, sp[key])
-        if "rounds" in sp:
-            V.rounds(cfg, sp["rounds"])
-        if "local_epochs" in sp:
-            V.rounds(cfg, sp["local_epochs"], "local_epochs")
-        if "run_seed" in sp:
-            V.seed(cfg, "run_seed", sp["run_seed"])
-        if "method_params" in sp:
-            V.method_params(cfg, sp["method_params"])
-        if "train" in sp:
-            V.table_option(cfg, sp, "train", TrainConfig, "[spear.train]")
-        opts = {k: sp[k] for k in sorted(config_keys(SpearConfig) | {"robustness", "rho", "eta", "scope", "efficiency", "rounds",
-                                                                      "run_seed", "local_epochs", "method_params", "train"})
-                if k in sp}
-        if opts.get("robustness"):  # the perturbation scope is part of the cell (docs/DESIGN.md §12)
-            opts["scope"] = _name(cfg, "perturbation scope", opts.get("scope", "clients"), ("clients", "global"), "scope")
-        try:
-            SpearConfig(**{k: opts[k] for k in config_keys(SpearConfig) if k in opts})
-        except ConfigError as exc:
-            raise cfg.error(str(exc), "spear") from None
-        compared = [str(m).lower() for m in _as_list(sp.get("methods", ["spear"]))]
-        if not compared:
-            raise cfg.error("methods needs at least one value, got []", "methods")
-        for m in compared:
-            if m != "spear":
-                _name(cfg, "method", m, known_methods, "methods")
-        _method_params(cfg, opts.get("method_params"), {"*": ("rounds", "local_epochs")})
-        count += len(datasets) * len(betas) * len(clients) * len(_batches(seeds, batch))
-        V.check_cell_count(cfg, count)
-        specs.append(("spear", datasets, betas, clients, seeds, batch, compared, variants, json.dumps(opts, sort_keys=True)))
-    data = preflight.fingerprints({d for spec in specs for d in spec[1]}, data_root or grid.get("data_root")) if fingerprints else {}
-    cells: list[Cell] = []
-    for spec in specs:
-        if spec[0] == "protocol":
-            _, datasets, parts, betas, clients, data_seeds, seeds, batch, groups, variants, ranks, options = spec
-            for d in datasets:
-                for p in parts:
-                    for b in (betas if p == "dirichlet" else [None]):
-                        for k in (clients if p != "given" else [_given_clients(cfg, d)]):
-                            for ds in data_seeds:
-                                for sb in _batches(seeds, batch):
-                                    for g in groups:
-                                        cells.append(Cell("protocol", d, p, k, b, ds, sb, tuple(g), tuple(variants),
-                                                          tuple(ranks), options, data.get(d, "")))
-        else:
-            _, datasets, betas, clients, seeds, batch, compared, variants, opts = spec
-            for d in datasets:
-                for b in betas:
-                    for k in clients:
-                        for sb in _batches(seeds, batch):
-                            cells.append(Cell("spear", d, "dirichlet", k, b, sb[0], sb, tuple(compared), tuple(variants),
-                                              (0,), opts, data.get(d, "")))
-    keys = [c.key for c in cells]
-    if len(set(keys)) != len(keys):  # repeated entries are run once
-        cells = list({c.key: c for c in cells}.values())
-    return cells
+    grid, exps, spears = read_sections(cfg, list(known_methods))
+    sections: list[ExperimentSection | SpearSection] = [*exps, *spears]
+    check_cell_count(cfg, sum(s.n_cells() for s in sections))
+    datasets = {d for s in sections for d in s.datasets}
+    data = preflight.fingerprints(datasets, data_root or grid.data_root) if fingerprints else {}
+    cells = [*(c for e in exps for c in _protocol_cells(cfg, e, data)), *(c for s in spears for c in _spear_cells(s, data))]
+    return list({c.key: c for c in cells}.values())

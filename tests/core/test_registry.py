@@ -148,12 +148,12 @@ def test_a_dataset_registered_by_decorator_loads_and_partitions(tmp_path):
 
 def test_config_constraints_are_declared_once():
     from pace_nb.core.validation import config_keys
-    from pace_nb.experiments.grid import SPEAR_KEYS
+    from pace_nb.experiments.sections import SpearSection
     from pace_nb.methods.baselines import make_method
     from pace_nb.methods.spear.core import SpearConfig
     from pace_nb.nn.training import TrainConfig
 
-    assert config_keys(SpearConfig) <= SPEAR_KEYS
+    assert config_keys(SpearConfig) <= config_keys(SpearSection)
     for bad in ({"lr": float("nan")}, {"lr": float("inf")}, {"epochs": -1}, {"dropout": 1.0}, {"hidden": 0}):
         with pytest.raises(ConfigError, match=f"TrainConfig: parameter '{next(iter(bad))}'"):
             TrainConfig(**bad)

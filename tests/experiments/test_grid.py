@@ -82,11 +82,11 @@ def test_a_list_of_data_seeds_gives_one_set_of_cells_per_draw():
 
 @pytest.mark.parametrize("bad, line, match", [
     ('datasets = ["demo", "Coraa"]', 5, "unknown dataset 'Coraa'"),
-    ('partitions = ["louvian"]', 6, "unknown partition 'louvian'"),
+    ('partitions = ["louvian"]', 6, r"\[\[experiment\]\] partitions must be one of 'louvain', .*, got 'louvian'"),
     ('methods = ["local", "FedFoo"]', 7, "unknown method 'fedfoo'"),
-    ('pace_variants = ["fulll"]', 8, "unknown PACE variant 'fulll'"),
+    ('pace_variants = ["fulll"]', 8, r"\[\[experiment\]\] pace_variants must be one of 'full', .*, got 'fulll'"),
     ('colour = "red"', 8, "unknown key 'colour'"),
-    ('clients = [1]', 8, "clients must be integers >= 2"),
+    ('clients = [1]', 8, r"\[\[experiment\]\] clients must be an int in \[2, "),
 ])
 def test_validation_names_the_line(tmp_path, bad, line, match):
     lines = ["[grid]", "seeds = [1]", "", "[[experiment]]", 'datasets = ["demo"]', 'partitions = ["louvain"]',

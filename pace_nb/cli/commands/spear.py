@@ -15,6 +15,7 @@ the same command reads it instead of computing it again (resume after Ctrl-C). W
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import warnings
 from typing import TYPE_CHECKING
@@ -188,8 +189,9 @@ def run(args) -> int:
     cfg = GridConfig({"grid": {"name": "pace-nb spear"}, "spear": [sec]}, path="pace-nb spear")
     try:
         cells = expand(cfg)  # validates every name and parameter before any work
-    except ConfigError as exc:  # the options are this command's, not a config file's
-        raise type(exc)(str(exc).removeprefix(f"{cfg.path}: ")) from None
+    except ConfigError as exc:  # the options are this command's, not a config file's: "[[spear]] T" is --T
+        msg = str(exc).removeprefix(f"{cfg.path}: ")
+        raise type(exc)(re.sub(r"^\[\[spear\]\] (\w+)", lambda m: "--" + m[1].replace("_", "-"), msg)) from None
     if args.json:
         check_output_file(args.json, "--json")
     if args.store:
