@@ -200,7 +200,7 @@ variants = ["full"]
 methods = ["spear", "fedavg", "oasis"]
 rounds = 2
 run_seed = 7
-method_params = { oasis = { synth_steps = 5, epochs = 2, codebook_size = 16, synth_hidden = 32 } }
+method_params = { oasis = { synth_epochs = 5, codebook_epochs = 5, epochs = 2, codebook_size = 16, synth_hidden = 32 } }
 """
     store = ResultsStore(tmp_path / "store")
     report = run_grid(parse_config(text), store, progress=False)
