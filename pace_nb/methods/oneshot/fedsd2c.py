@@ -48,7 +48,12 @@ about the client's mean row, 2–16 % nearest to themselves). The distillate is
 the decoder's output, so its support and scale are those the client's own rows have: optimising
 raw features instead turned ~18-word binary rows into dense ones 3.5× their own norm away while
 the matching loss reached 1e-4 (on Cora, data seed 2024: 37.4 % with raw-feature synthesis
-against 58.9 % for the core-set alone). The autoencoder never leaves the client.
+against 58.9 % for the core-set alone; with the autoencoder, data seed 2024, full / core-set only /
+no synthesis steps: Cora 70.3 / 58.9 / 75.6, CiteSeer 52.2 / 49.7 / 52.6, PubMed 50.3 / 78.3 / 77.6).
+On PubMed's continuous TF-IDF rows the squared-error decoder is not sparse: its distillates carry
+~285 non-zeros of 500 against ~42 for the core-set rows, and the matched codes end 3× the norm of
+the client's encoded rows, off the region the autoencoder was fitted on. The autoencoder never
+leaves the client.
 
 The Fourier transform runs along the feature axis (a node's feature vector plays the image). No crops: one view per node (``num_crop = 1``).
 The released ``ipc = 50`` is a tenth of TinyImageNet's 500 images per class; the clients of a

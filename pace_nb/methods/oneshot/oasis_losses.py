@@ -104,9 +104,12 @@ def moments(b: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def psd_sqrt(cov: Tensor) -> Tensor:
-    """Symmetric square root of a PSD matrix (eigenvalues clamped at 0)."""
-    w, v = torch.linalg.eigh(cov)
-    return (v * w.clamp_min(0).sqrt()) @ v.T
+    """Symmetric square root of a PSD matrix (eigenvalues clamped at 0), computed in float64:
+    float32 ``eigh`` fails to converge on the near-degenerate covariances of nearly one-hot
+    assignments (Photo, data seed 2024)."""
+    c = cov.double()
+    w, v = torch.linalg.eigh((c + c.T) / 2)
+    return ((v * w.clamp_min(0).sqrt()) @ v.T).to(cov.dtype)
 
 
 def gaussian_w2(mu1: Tensor, cov1: Tensor, mu2: Tensor, cov2: Tensor) -> Tensor:
