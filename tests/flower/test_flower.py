@@ -164,7 +164,8 @@ METHOD_RUNS = {
     "pace": ({"pace": {"ranks": (6,)}}, {}),
     "spear": ({}, {}),
     "fedcvae": ({"fedcvae": {"epochs": 20, "synthetic_nodes": 300}}, {"params": {"epochs": 20, "synthetic_nodes": 300}}),
-    "oasis": ({"oasis": {"synth_steps": 20, "epochs": 3}}, {"params": {"synth_steps": 20, "epochs": 3}}),
+    "oasis": ({"oasis": {"synth_epochs": 5, "codebook_epochs": 5, "epochs": 3}},
+              {"params": {"synth_epochs": 5, "codebook_epochs": 5, "epochs": 3}}),
     "centroid_sbm": ({}, {}),
     "fedsd2c": ({}, {}),  # a one-shot method built from the client's Local model
 }

@@ -153,7 +153,9 @@ def test_unknown_hyperparameter_and_bad_value_are_clear_errors():
 #: (method, trained settings, never-trained settings, federation): small budgets for the test.
 CASES = [
     ("fedcvae", {"epochs": 60}, {"epochs": 0}, "fg_skew"),
-    ("fedsd2c", {"init": "noise", "steps": 60}, {"init": "noise", "steps": 0}, "fg_skew"),
+    # FedSD2C: codes from noise, decoded by the client's fitted autoencoder and matched, against an
+    # autoencoder never fitted and codes never matched
+    ("fedsd2c", {"init": "noise", "steps": 60, "ae_epochs": 100}, {"init": "noise", "steps": 0, "ae_epochs": 0}, "fg_skew"),
     # GHOST (released defaults) stays below prior + 20 on the demo graph at β = 0.05; its
     # mechanisms are checked in test_oneshot_ghost.py
     ("centroid_sbm", {}, {"iterations": 0}, "fg_skew"),
@@ -200,7 +202,7 @@ variants = ["full"]
 methods = ["spear", "fedavg", "oasis"]
 rounds = 2
 run_seed = 7
-method_params = { oasis = { synth_steps = 5, epochs = 2, codebook_size = 16, synth_hidden = 32 } }
+method_params = { oasis = { synth_epochs = 5, codebook_epochs = 5, epochs = 2, codebook_size = 16, synth_hidden = 32 } }
 """
     store = ResultsStore(tmp_path / "store")
     report = run_grid(parse_config(text), store, progress=False)
