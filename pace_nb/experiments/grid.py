@@ -223,6 +223,9 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None, *, data_
 
         known_methods = available_methods()
     known_methods = list(known_methods)
+    from pace_nb.methods.registry import registered, shared_options
+
+    shared = {e.name: shared_options(e.name) for e in registered().entries()}  # set by pace_variants / ranks
     raw = cfg.raw
     for key in raw:
         if key not in SECTIONS:
@@ -266,7 +269,7 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None, *, data_
         ranks = V.ranks(cfg, exp.get("ranks", 6))
         options = {"train": V.table_option(cfg, exp, "train", TrainConfig, "[experiment.train]"),
                    "method_params": dict(V.method_params(cfg, exp.get("method_params", {})))}
-        _method_params(cfg, options["method_params"], {"pace": ("variants", "ranks")})  # pace_variants, ranks
+        _method_params(cfg, options["method_params"], shared)  # pace_variants, ranks
         n_parts = sum(len(betas) if p == "dirichlet" else 1 for p in parts)
         count += len(datasets) * n_parts * len(clients) * len(data_seeds) * len(_batches(seeds, batch)) * len(groups)
         V.check_cell_count(cfg, count)
@@ -313,8 +316,7 @@ def expand(cfg: GridConfig, known_methods: Iterable[str] | None = None, *, data_
         if not compared:
             raise cfg.error("methods needs at least one value, got []", "methods")
         for m in compared:
-            if m != "spear":
-                _name(cfg, "method", m, known_methods, "methods")
+            _name(cfg, "method", m, known_methods, "methods")
         _method_params(cfg, opts.get("method_params"), {"*": ("rounds", "local_epochs")})
         count += len(datasets) * len(betas) * len(clients) * len(_batches(seeds, batch))
         V.check_cell_count(cfg, count)
