@@ -240,7 +240,7 @@ def receiver_rows(reports: list[dict], partitions: list[int], num_classes: int, 
         n = len(y)
         clients.append(SimpleNamespace(y=torch.from_numpy(y).long(), test_mask=torch.ones(n, dtype=torch.bool),
                                        val_mask=torch.zeros(n, dtype=torch.bool)))
-    view = SimpleNamespace(dataset=fed.get("dataset"), config={"scheme": fed.get("scheme"), "seed": fed.get("seed")}, num_clients=len(reports),
+    view = SimpleNamespace(dataset=fed.get("dataset"), config={"scheme": fed.get("scheme"), "seed": fed.get("seed"), "beta": fed.get("beta")}, num_clients=len(reports),
                            num_classes=num_classes, clients=clients)
     rows = evaluate_method(view, pred["local"], pred["final"], None, **kw)
     blended = evaluate_method(view, pred["external"], pred["external"], [float(r["alpha"]) for r in reports], **kw)
