@@ -75,10 +75,10 @@ def upload_report(report: dict) -> int:
 
 
 def federation(fed: Any) -> tuple:
-    """The federation facts of an upload (dataset, scheme, seed, K), typed and bounded."""
+    """The federation facts of an upload (dataset, scheme, seed, K, F, beta or None), typed and bounded."""
     if not isinstance(fed, dict):
         raise Invalid("the upload carries no federation record")
-    out = []
+    out: list[Any] = []
     for field, kind in FEDERATION_FIELDS.items():
         v = fed.get(field)
         if v is None and field in OPTIONAL_FIELDS:
