@@ -210,7 +210,7 @@ def test_report_writes_the_committed_file_from_the_shipped_store_only(own_store,
     block = current((ROOT / "README.md").read_text(encoding="utf-8"))  # README's block: compared, never rewritten here
     seen = []
     monkeypatch.setattr(readme_block, "outputs_from_store",
-                        lambda store, paths: seen.append(store.root) or (committed.decode(), block))
+                        lambda store, paths, **kw: seen.append(store.root) or (committed.decode(), block))
     assert main(["report", "--check"]) == 0  # compared with the shipped store, not the user's one
     assert seen == [shipped] and "your store" in capsys.readouterr().err
     assert main(["report", "--results", str(own_store)]) == 2

@@ -27,7 +27,7 @@ from pace_nb.analysis.gap_notes import (PACE_BASELINE_NOTES, PACE_DIRICHLET_NOTE
 from pace_nb.analysis.paper_values import paper_values
 from pace_nb.analysis.summary import summarize
 from pace_nb.experiments.store import normalize_rows
-from pace_nb.methods.registry import canonical, method_label
+from pace_nb.methods.registry import canonical, method_label, ranked
 
 PACE_VARIANTS = PACE_VARIANT_LABELS
 SPEAR_VARIANTS = SPEAR_VARIANT_LABELS
@@ -73,7 +73,7 @@ class _Ours:
             return
         rows = rows[~sc.is_comparison(rows)]  # SPEAR's comparison rows: analysis.spear_comparison only
         rows = rows.assign(method=rows["method"].map(canonical_method))
-        rows.loc[rows["method"] != "pace", "rank"] = 0
+        rows.loc[~rows["method"].map(ranked).astype(bool), "rank"] = 0  # a rank only where it is a carrier rank
         summ = summarize(rows)
         summ["beta"] = summ["beta"].fillna(-1.0)
         self.summary = summ.set_index(list(SETTING)).sort_index()

@@ -30,7 +30,7 @@ import pandas as pd
 
 from pace_nb.analysis import causes as cz
 from pace_nb.analysis.causes import EXPLAINED, LIST_ABOVE, NOT_SIGNIFICANT, STATUSES, UNEXPLAINED
-from pace_nb.methods.registry import canonical
+from pace_nb.methods.registry import canonical, ranked
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def measurement(e: pd.Series) -> tuple:
     variant = "native" if (method, e["variant"]) == ("local", "cnll") else str(e["variant"])
     beta = pd.to_numeric(e.get("beta"), errors="coerce")
     return (str(e["dataset"]), str(e["partition"]), int(e["num_clients"]), None if beta != beta else float(beta),
-            method, variant, int(e["rank"]) if method == "pace" else 0, str(e["metric"]))
+            method, variant, int(e["rank"]) if ranked(method) else 0, str(e["metric"]))
 
 
 def _far(e: pd.Series) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import textwrap
 
 from pace_nb.core.errors import PaceNBError
 
@@ -40,15 +41,24 @@ PLUGIN_HELP = ("import MODULE first: a plugin that registers methods (repeatable
                "also $PACE_NB_PLUGINS and installed `pace_nb.methods` entry points)")
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions kept as written; option help wrapped at spaces only, so an id such as
+    ``spear-ablation`` or ``flower simulate|deploy|export`` is never split at its hyphen."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="pace-nb", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="pace-nb", description=DESCRIPTION, formatter_class=HelpFormatter
     )
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE", help=PLUGIN_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"pace_nb.cli.commands.{name}").register(sub)
     for command in sub.choices.values():  # after the command too: `pace-nb run --plugin M ...`
+        command.formatter_class = HelpFormatter
         command.add_argument("--plugin", action="append", default=[], dest="command_plugin", metavar="MODULE",
                              help=PLUGIN_HELP)
     return parser

@@ -74,6 +74,14 @@ class Cell:
 
 
 # -- running one cell -----------------------------------------------------------------------
+def _spear_alone(cell: Cell) -> bool:
+    """A SPEAR cell of SPEAR's method alone runs its own analyses; with other methods, the comparison."""
+    from pace_nb.methods.registry import registered
+    from pace_nb.methods.spear.method import Spear
+
+    return len(cell.methods) == 1 and issubclass(registered()[cell.methods[0]], Spear)
+
+
 def _run_spear_cell(cell: Cell, data_root=None) -> pd.DataFrame:
     from pace_nb.methods.spear import analysis as sa
     from pace_nb.methods.spear.core import SpearConfig
@@ -84,7 +92,7 @@ def _run_spear_cell(cell: Cell, data_root=None) -> pd.DataFrame:
     frames = []
     for seed in cell.seeds:
         fg = sa.federation(cell.dataset, beta=cell.beta, num_clients=cell.num_clients, seed=seed, data_root=data_root)
-        if cell.methods != ("spear",):  # SPEAR's comparison (Tab. 1/3): every method on the complete graph
+        if not _spear_alone(cell):  # SPEAR's comparison (Tab. 1/3): every method on the complete graph
             from pace_nb.core.config import PAPER_SEEDS
             from pace_nb.methods.oneshot.compare import run_comparison
 
@@ -108,11 +116,13 @@ def _run_spear_cell(cell: Cell, data_root=None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def pace_params(method_params: dict | None, variants, ranks) -> dict:
-    """``method_params`` with PACE's variants and ranks under ``"pace"``."""
-    params = {k: dict(v) for k, v in (method_params or {}).items()}
-    params.setdefault("pace", {}).update({"variants": tuple(variants), "ranks": tuple(int(r) for r in ranks)})
-    return params
+def cell_params(cell: Cell) -> dict:
+    """The cell's ``method_params`` with its variants and ranks set as the shared options of the
+    methods that take them (:func:`~pace_nb.methods.registry.with_shared_options`: PACE's)."""
+    from pace_nb.methods.registry import with_shared_options
+
+    return with_shared_options(json.loads(cell.options).get("method_params"), cell.methods,
+                               variants=tuple(cell.variants), ranks=tuple(int(r) for r in cell.ranks))
 
 
 @dataclass
@@ -177,7 +187,7 @@ def run_cell(cell: Cell, *, data_root=None, device="auto", progress: bool = Fals
         rows = run_protocol(cell.dataset if fg is None else fg, partition=cell.partition, num_clients=cell.num_clients, seeds=cell.seeds,
                             methods=cell.methods, data_seed=cell.data_seed, data_root=data_root, device=device,
                             progress=progress, train_config=config, beta=cell.beta, local=local,
-                            method_params=pace_params(opts.get("method_params"), cell.variants, cell.ranks))
+                            method_params=cell_params(cell))
     rows = pd.DataFrame(rows)
     if "beta" not in rows.columns:
         rows["beta"] = cell.beta if cell.beta is not None else math.nan

@@ -25,7 +25,7 @@ from pace_nb.core.validation import (MAX_SEED, OMITTED, Flag, Interval, ListOf, 
                                      check_seeds, config_keys, declared, like, param)
 from pace_nb.methods.pace.lowrank import check_ranks
 from pace_nb.methods.pace.protocol import VARIANTS as PACE_VARIANTS
-from pace_nb.methods.registry import check_all_method_params
+from pace_nb.methods.registry import check_all_method_params, registered, shared_options
 from pace_nb.methods.spear.core import VARIANTS as SPEAR_VARIANTS, SpearConfig
 from pace_nb.nn.training import TrainConfig
 
@@ -104,7 +104,8 @@ class ExperimentSection:
     def validate(self) -> None:
         if any(not as_list(g) for g in self.method_groups):
             raise FieldError("method_groups: every group needs at least one method", "method_groups")
-        _check_method_params(self.method_params, {"pace": ("variants", "ranks")})  # pace_variants, ranks
+        # a method's shared options (PACE's variants, ranks) come from pace_variants / ranks
+        _check_method_params(self.method_params, {e.name: shared_options(e.name) for e in registered().entries()})
 
     def n_cells(self) -> int:
         parts = sum(len(self.beta) if p == "dirichlet" else 1 for p in self.partitions)
@@ -214,8 +215,7 @@ def _spear(cfg, sp: SpearSection, known: list[str]) -> SpearSection:
     """``sp`` with its datasets resolved and the methods compared with SPEAR registered ones."""
     methods = tuple(m.lower() for m in sp.methods)
     for m in methods:
-        if m != "spear":
-            _name(cfg, "method", m, known, "methods")
+        _name(cfg, "method", m, known, "methods")
     return replace(sp, datasets=tuple(_dataset(cfg, d) for d in sp.datasets), methods=methods)
 
 

@@ -13,8 +13,9 @@ then its **evaluation**, building the rows with the in-process row builder:
   evaluator's file (:func:`~pace_nb.flower.partitions.export_evaluation`) holds; the rows are
   :func:`~pace_nb.methods.spear.analysis.spear_row` / :func:`~pace_nb.methods.oneshot.base.oneshot_row`.
 
-:func:`make_adapter` resolves a method name through the registry: PACE and SPEAR have their own
-adapter; any registered ``OneShotMethod`` subclass (FedCVAE, DENSE, FedSD2C, GHOST, OASIS, and
+:func:`make_adapter` resolves a method name through the registry and picks the adapter of its
+class (:data:`ADAPTERS`; no method id is named here): PACE's and SPEAR's classes (and their
+subclasses) have their own adapter; any registered ``OneShotMethod`` subclass (FedCVAE, DENSE, FedSD2C, GHOST, OASIS, and
 any method registered later) runs through :class:`OneShotAdapter`; anything else (multi-round
 training, Local) is a one-line error.
 """
@@ -39,8 +40,10 @@ from pace_nb.methods.oneshot.base import OneShotContext, OneShotMethod, client_p
 from pace_nb.methods.pace import lowrank
 from pace_nb.methods.phases import Failure, PublicView
 from pace_nb.methods.pace import protocol as pace
-from pace_nb.methods.registry import registered
+from pace_nb.methods.pace.protocol import Pace
+from pace_nb.methods.registry import check_method_params, registered
 from pace_nb.methods.spear import core as spear
+from pace_nb.methods.spear.method import Spear
 from pace_nb.methods.spear.analysis import spear_row
 from pace_nb.nn.gcn import init_params, stack_params
 from pace_nb.nn.training import client_logits, train_models
@@ -88,13 +91,23 @@ class Adapter:
     """One method on Flower. Client side: :meth:`upload` (and :meth:`receive` for receivers
     evaluation); server side: :meth:`screen`, :meth:`consensus`, :meth:`server`, :meth:`rows`."""
 
-    name: str = ""  # the method's id (per instance for the one generic one-shot adapter)
     evaluation: ClassVar[str] = "complete_graph"
     #: What :meth:`consensus` compares (named in an exclusion's reason).
     consensus_what: ClassVar[str] = "uploaded tensors"
 
-    def __init__(self, settings):
+    def __init__(self, settings, cls):
         self.settings = settings
+        self.name = cls.name  # the registry's id of the method (its class ``cls``)
+
+    @classmethod
+    def check_settings(cls, settings) -> None:
+        """The method's hyperparameters among the Flower ``settings`` are valid (a ``ConfigError``)."""
+        check_method_params(settings.method, settings.method_params)
+
+    @classmethod
+    def reference_params(cls, settings) -> dict[str, Any]:
+        """The in-process hyperparameters of the same run (``run_protocol``'s ``method_params``)."""
+        return settings.method_params
 
     def check_federation(self, fg) -> None:
         """The method's checks against the federation, before any client trains
@@ -136,8 +149,16 @@ class Adapter:
 class PaceAdapter(Adapter):
     """PACE (Fig. 2): Local → rank-r upload; RegMean server; receiver-local CNLL."""
 
-    name = "pace"
     evaluation = "receivers"
+
+    @classmethod
+    def check_settings(cls, settings) -> None:
+        _ = settings.pace_config  # validates the variant
+        _flat_only(settings, "rank, variant")
+
+    @classmethod
+    def reference_params(cls, settings) -> dict[str, Any]:
+        return {"variants": (settings.variant,), "ranks": (settings.rank,)}
 
     def check_federation(self, fg):
         from pace_nb.methods.pace.protocol import Pace
@@ -191,7 +212,7 @@ class PaceAdapter(Adapter):
     def rows(self, phase, *, up, down, reports, partitions, num_classes, fed, seconds, evaluation):
         s = self.settings
         cfg = s.pace_config
-        return receiver_rows(reports, partitions, num_classes, fed, seed=s.seed, method="pace", variant=s.variant,
+        return receiver_rows(reports, partitions, num_classes, fed, seed=s.seed, method=self.name, variant=s.variant,
                              rank=cfg.rank, bytes_up=up, bytes_down=down, dense_bytes=phase.state, seconds=seconds,
                              params={"pace": asdict(cfg), "train": asdict(s.train_config)})
 
@@ -219,7 +240,7 @@ def receiver_rows(reports: list[dict], partitions: list[int], num_classes: int, 
         n = len(y)
         clients.append(SimpleNamespace(y=torch.from_numpy(y).long(), test_mask=torch.ones(n, dtype=torch.bool),
                                        val_mask=torch.zeros(n, dtype=torch.bool)))
-    view = SimpleNamespace(dataset=fed.get("dataset"), config={"scheme": fed.get("scheme"), "seed": fed.get("seed")}, num_clients=len(reports),
+    view = SimpleNamespace(dataset=fed.get("dataset"), config={"scheme": fed.get("scheme"), "seed": fed.get("seed"), "beta": fed.get("beta")}, num_clients=len(reports),
                            num_classes=num_classes, clients=clients)
     rows = evaluate_method(view, pred["local"], pred["final"], None, **kw)
     blended = evaluate_method(view, pred["external"], pred["external"], [float(r["alpha"]) for r in reports], **kw)
@@ -233,8 +254,16 @@ def receiver_rows(reports: list[dict], partitions: list[int], num_classes: int, 
 class SpearAdapter(Adapter):
     """SPEAR: PPR prototypes and counts up; shrinkage aggregation; complete-graph evaluation."""
 
-    name = "spear"
     consensus_what = "prototype widths"
+
+    @classmethod
+    def check_settings(cls, settings) -> None:
+        settings.spear_config.for_variant(settings.spear_variant)
+        _flat_only(settings, "spear_variant, T, a, gamma")
+
+    @classmethod
+    def reference_params(cls, settings) -> dict[str, Any]:
+        return {"variants": (settings.spear_variant,), "T": settings.T, "a": settings.a, "gamma": settings.gamma}
 
     def _config(self):
         return self.settings.spear_config.for_variant(self.settings.spear_variant)
@@ -284,8 +313,7 @@ class OneShotAdapter(Adapter):
     phase on the bytes alone, SPEAR's complete-graph evaluation (:func:`oneshot_row`)."""
 
     def __init__(self, settings, cls):
-        super().__init__(settings)
-        self.name = cls.name
+        super().__init__(settings, cls)
         self.method = cls(**settings.method_params)
 
     def screen(self, data, num_classes, view=None, partition=-1):
@@ -351,15 +379,29 @@ def method_params(text: Any) -> dict[str, Any]:
     return out
 
 
-#: Adapters of the methods that are not :class:`OneShotMethod` subclasses.
-ADAPTERS: dict[str, type[Adapter]] = {"pace": PaceAdapter, "spear": SpearAdapter}
+def _flat_only(settings, names: str) -> None:
+    if settings.method_params:
+        raise ConfigError(f"{settings.method}: set its hyperparameters as Flower settings ({names}), not in params")
+
+
+#: The adapter of each kind of method, by its class (the first base a method's class subclasses).
+ADAPTERS: tuple[tuple[type, type[Adapter]], ...] = ((Pace, PaceAdapter), (Spear, SpearAdapter),
+                                                    (OneShotMethod, OneShotAdapter))
+
+
+def adapter_class(method: Any) -> type[Adapter] | None:
+    """The adapter of a method class (:data:`ADAPTERS`), None when Flower cannot run it."""
+    if isinstance(method, type):
+        for base, adapter in ADAPTERS:
+            if issubclass(method, base):
+                return adapter
+    return None
 
 
 def flower_methods() -> tuple[str, ...]:
     """Every registered method Flower can run (PACE, SPEAR, every one-shot method)."""
 
-    return tuple(e.name for e in registered().entries()
-                 if e.name in ADAPTERS or (isinstance(e.obj, type) and issubclass(e.obj, OneShotMethod)))
+    return tuple(e.name for e in registered().entries() if adapter_class(e.obj) is not None)
 
 
 def resolve_method(name: str) -> str:
@@ -367,7 +409,7 @@ def resolve_method(name: str) -> str:
     cannot run on Flower (multi-round training, Local) is a :class:`ConfigError` saying why."""
 
     entry = registered().get(name)
-    if entry.name in ADAPTERS or (isinstance(entry.obj, type) and issubclass(entry.obj, OneShotMethod)):
+    if adapter_class(entry.obj) is not None:
         return entry.name
     groups = entry.meta.get("paper_rows") or {}
     why = ("a multi-round federated method (it trains over rounds of server aggregation)"
@@ -380,7 +422,7 @@ def resolve_method(name: str) -> str:
 def make_adapter(settings) -> Adapter:
     """The adapter of ``settings.method`` (checked by :func:`resolve_method`)."""
 
-    name = resolve_method(settings.method)
-    if name in ADAPTERS:
-        return ADAPTERS[name](settings)
-    return OneShotAdapter(settings, registered().get(name).obj)
+    cls = registered().get(resolve_method(settings.method)).obj
+    adapter = adapter_class(cls)
+    assert adapter is not None  # resolve_method refuses a method without one
+    return adapter(settings, cls)

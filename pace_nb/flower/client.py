@@ -53,7 +53,8 @@ def _reply(message, payload: bytes | None, report: dict[str, Any], meta: dict | 
         content[wire.CONFIG] = ConfigRecord({"dataset": str(meta["dataset"]), "scheme": str(cfg.get("scheme", "")),
                                              "seed": int(cfg.get("seed", -1)), "num_clients": int(meta["num_clients"]),
                                              "num_features": int(meta["num_features"]),
-                                             "credential": bytes(meta.get("credential", b""))})
+                                             "credential": bytes(meta.get("credential", b"")),
+                                             **({} if cfg.get("beta") is None else {"beta": float(cfg["beta"])})})
     return Message(content, reply_to=message)
 
 

@@ -129,7 +129,8 @@ def prepare_workdir(workdir) -> tuple[Path, bool]:
 
 
 #: The deployment's manifest: the only names it writes in its folder (``node_<k>`` per data holder).
-WRITTEN = ("logs", "flwr_home", "outcome.json", "export", "server_evaluation", "app", "credentials", "server_no_data")
+WRITTEN = ("logs", "flwr_home", "outcome.json", "export", "server_evaluation", "server_view", "app", "credentials",
+           "server_no_data")
 _NODE = re.compile(r"node_\d+")
 
 

@@ -30,8 +30,13 @@ MAX_CLASSES = 4096
 MAX_TEST_NODES = 1 << 24
 #: Longest upload header (PACE's wire format) parsed at all.
 MAX_HEADER_BYTES = 1 << 20
-#: Federation fields a client's upload carries, and their types.
-FEDERATION_FIELDS = {"dataset": str, "scheme": str, "seed": int, "num_clients": int, "num_features": int}
+#: Federation fields a client's upload carries, and their types: the public facts a row's
+#: federation columns are built from (:func:`~pace_nb.methods.evaluation.federation_fields`).
+FEDERATION_FIELDS = {"dataset": str, "scheme": str, "seed": int, "num_clients": int, "num_features": int,
+                     "beta": float}
+#: Fields absent (None) where they do not apply: ``beta``, the Dirichlet concentration, a
+#: finite number > 0 of a Dirichlet partition only.
+OPTIONAL_FIELDS = frozenset({"beta"})
 
 
 class Invalid(Exception):
@@ -70,16 +75,26 @@ def upload_report(report: dict) -> int:
 
 
 def federation(fed: Any) -> tuple:
-    """The federation facts of an upload (dataset, scheme, seed, K), typed and bounded."""
+    """The federation facts of an upload (dataset, scheme, seed, K, F, beta or None), typed and bounded."""
     if not isinstance(fed, dict):
         raise Invalid("the upload carries no federation record")
-    out = []
+    out: list[Any] = []
     for field, kind in FEDERATION_FIELDS.items():
         v = fed.get(field)
+        if v is None and field in OPTIONAL_FIELDS:
+            out.append(None)
+            continue
         if isinstance(v, bool) or not isinstance(v, kind) or (isinstance(v, str) and len(v) > 256):
             raise Invalid(f"federation field {field} is {type(v).__name__} {str(v)[:40]!r}, not a {kind.__name__}")
+        if isinstance(v, float) and not (math.isfinite(v) and v > 0):
+            raise Invalid(f"federation field {field} = {v} is not a finite number > 0")
         out.append(v)
     return tuple(out)
+
+
+def optional_beta(value: Any) -> float | None:
+    """A federation's ``beta`` as its facts carry it: None where the partition has none."""
+    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -96,7 +111,7 @@ class PublicView:
     def from_meta(cls, meta: Mapping[str, Any]) -> PublicView:
         cfg = meta.get("config") or {}
         fed = (meta["dataset"], str(cfg.get("scheme", "")), int(cfg.get("seed", -1)), int(meta["num_clients"]),
-               int(meta["num_features"]))
+               int(meta["num_features"]), optional_beta(cfg.get("beta")))
         nodes, creds = tuple(meta.get("num_nodes") or ()), tuple(meta.get("credentials") or ())
         if len(nodes) != fed[3] or len(creds) != fed[3]:
             raise ValueError("federation.json lacks the clients' node counts or credentials (export it again)")

@@ -238,8 +238,8 @@ def check_evaluation(evaluation, fed: dict, num_classes: int) -> None:
     cfg = evaluation.config or {}
     have = {"dataset": evaluation.dataset, "scheme": cfg.get("scheme", ""), "seed": int(cfg.get("seed", -1)),
             "num_clients": evaluation.num_clients, "num_features": evaluation.num_features,
-            "num_classes": evaluation.num_classes}
-    want = {**fed, "num_classes": num_classes}
+            "beta": screening.optional_beta(cfg.get("beta")), "num_classes": evaluation.num_classes}
+    want = {"beta": None, **fed, "num_classes": num_classes}
     diff = {k: (have[k], want[k]) for k in have if have[k] != want[k]}
     if diff:
         raise ConfigError("the evaluator's file is of another federation than the clients' uploads: "

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from pace_nb.core.config import PAPER_SEEDS
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.validation import Interval, Is, declared, like, param, validate_params
-from pace_nb.flower.adapters import method_params, resolve_method
+from pace_nb.flower.adapters import adapter_class, method_params, resolve_method
 from pace_nb.methods.pace.protocol import PaceConfig, variant_config
-from pace_nb.methods.registry import check_method_params
+from pace_nb.methods.registry import registered
 from pace_nb.methods.spear.core import SpearConfig
 from pace_nb.nn.training import TrainConfig
 
@@ -58,16 +58,10 @@ class FlowerSettings:
         if not isinstance(self.params, str):
             object.__setattr__(self, "params", json.dumps(method_params(self.params), sort_keys=True))
         validate_params(self)
-        params = method_params(self.params)
-        if self.method == "pace":
-            _ = self.pace_config  # validates the variant
-        elif self.method == "spear":
-            self.spear_config.for_variant(self.spear_variant)
-        else:
-            check_method_params(self.method, params)
-        if self.method in ("pace", "spear") and params:
-            raise ConfigError(f"{self.method}: set its hyperparameters as Flower settings (rank, variant, "
-                              f"spear_variant, T, a, gamma), not in params")
+        method_params(self.params)  # a JSON object
+        adapter = adapter_class(registered().get(self.method).obj)
+        assert adapter is not None  # resolve_method refuses a method without one
+        adapter.check_settings(self)  # the method's own hyperparameters
         _ = self.train_config  # validates
 
     @classmethod

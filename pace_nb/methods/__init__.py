@@ -5,10 +5,10 @@ the plugins' methods (:mod:`pace_nb.methods.plugins`) join on the registry's fir
 """
 
 from pace_nb.methods import local  # noqa: F401  (registers "local")
-from pace_nb.methods.pace import protocol as _pace  # noqa: F401  (registers "pace")
+from pace_nb.methods.pace import protocol as _pace  # noqa: F401  (registers PACE)
 from pace_nb.methods import baselines  # noqa: F401  (registers every federated baseline)
 from pace_nb.methods import oneshot  # noqa: F401  (registers SPEAR's one-shot baselines)
-from pace_nb.methods.spear import method as _spear  # noqa: F401  (registers "spear")
+from pace_nb.methods.spear import method as _spear  # noqa: F401  (registers SPEAR)
 from pace_nb.methods.registry import METHODS
 from pace_nb.methods.plugins import load_plugins
 

@@ -15,7 +15,11 @@ estimators (the constructor only stores a validated config; learned state never 
   every mechanism, required by :func:`register`, and the ``evaluation`` column of its rows),
   ``needs`` (shared inputs: ``("local",)`` = the matched Local models) and
   ``quick_params`` (hyperparameters that make it fast on a small graph: the conformance checks of
-  :mod:`pace_nb.testing`, never results). ``labels``, ``paper_rows``, ``comparison``, ``colour``
+  :mod:`pace_nb.testing`, never results); ``shared_options`` (hyperparameters a run or grid sets
+  from its own options, one value for the whole run: PACE's ``variants`` and ``ranks`` from
+  ``--variants`` / ``--rank`` and a grid's ``pace_variants`` / ``ranks``), ``ranked`` (its rows'
+  ``rank`` is a carrier rank, 0 = dense; else always 0) and ``partition`` (the partition scheme
+  of its paper's protocol, the default where a command runs it alone: ``pace-nb flower``). ``labels``, ``paper_rows``, ``comparison``, ``colour``
   and ``marker`` are not inherited: a subclass that is another method declares its own.
 * ``Config``: a frozen dataclass whose fields are declared with
   :func:`~pace_nb.core.validation.param` (the paper's default and the field's checks; a subclass
@@ -42,7 +46,7 @@ from collections.abc import Callable
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import EVALUATIONS
 from pace_nb.core.validation import build_config, check_declaration
-from pace_nb.methods.registry import check_method_params, register_method
+from pace_nb.methods.registry import SHARED_OPTIONS, check_method_params, register_method
 
 
 class Method:
@@ -64,6 +68,13 @@ class Method:
     colour: ClassVar[str] = ""
     marker: ClassVar[str] = ""
     needs: ClassVar[tuple[str, ...]] = ("local",)
+    #: Hyperparameters a run or a grid sets from its own options (not per method: ``--param``
+    #: and ``method_params`` refuse them), e.g. PACE's ``("variants", "ranks")``.
+    shared_options: ClassVar[tuple[str, ...]] = ()
+    #: Its rows' ``rank`` is a carrier rank (0 = dense), not the "not applicable" 0.
+    ranked: ClassVar[bool] = False
+    #: The partition scheme of its paper's protocol (a command's default when it runs alone).
+    partition: ClassVar[str] = "louvain"
 
     @dataclass(frozen=True)
     class Config:
@@ -128,6 +139,10 @@ def _register(cls: type[Method], override: bool) -> type[Method]:
     if cls.evaluation not in EVALUATIONS:
         raise TypeError(f"register: {cls.__name__}.evaluation must be one of {', '.join(EVALUATIONS)} "
                         f"(where its rows are scored), got {cls.evaluation!r}")
+    fields = {f.name for f in dataclasses.fields(cls.Config)} & set(SHARED_OPTIONS)
+    if not set(cls.shared_options) <= fields:
+        raise TypeError(f"register: {cls.__name__}.shared_options {sorted(set(cls.shared_options) - fields)}: each must "
+                        f"be a field of its Config and one of the run-wide options {', '.join(SHARED_OPTIONS)}")
     own = vars(cls)
     if "groups" in own:
         raise ConfigError(f"method {cls.name!r}: `groups` is split in two: `paper_rows = {{table: row}}` (it is a row "
@@ -136,7 +151,8 @@ def _register(cls: type[Method], override: bool) -> type[Method]:
                     description=cls.description or f"{cls.label}: {cls.paper}", label=cls.label,
                     labels=dict(own.get("labels", {})), paper_rows=dict(own.get("paper_rows", {})),
                     comparison=bool(own.get("comparison", False)), evaluation=cls.evaluation,
-                    colour=own.get("colour", ""), marker=own.get("marker", ""), paper=cls.paper)
+                    colour=own.get("colour", ""), marker=own.get("marker", ""), paper=cls.paper,
+                    shared_options=tuple(cls.shared_options), ranked=bool(cls.ranked), partition=cls.partition)
     return cls
 
 

@@ -41,6 +41,9 @@ PAPER_TABLES: dict[str, str] = {
     "multiround": "SPEAR's multi-round baselines (SPEAR Tab. 1/3)",
     "oneshot": "SPEAR's one-shot baselines (SPEAR Tab. 1/3)",
 }
+#: The run-wide options a method may take as ``shared_options`` (``pace-nb run``'s ``--variants``
+#: / ``--rank``, a grid's ``pace_variants`` / ``ranks``, a cell's ``variants`` / ``ranks``).
+SHARED_OPTIONS = ("variants", "ranks")
 #: The ``labels`` context of SPEAR's comparison tables.
 SPEAR_CONTEXT = "spear_comparison"
 
@@ -212,6 +215,31 @@ def method_marker(name: str) -> str | None:
     """Marker of a registered method id or alias (its class's ``marker``), else None."""
     reg = registered()
     return (reg.get(name).meta.get("marker") or None) if name in reg else None
+
+
+def ranked(name: str) -> bool:
+    """Whether method ``name``'s rows carry a carrier rank (0 = dense; its class's ``ranked``);
+    False for an unregistered name."""
+    reg = registered()
+    return bool(reg.get(name).meta.get("ranked")) if name in reg else False
+
+
+def shared_options(name: str) -> tuple[str, ...]:
+    """The hyperparameters of method ``name`` that a run or grid sets from its own options (its
+    class's ``shared_options``)."""
+    return tuple(registered().get(name).meta.get("shared_options", ()))
+
+
+def with_shared_options(method_params: Mapping[str, Any] | None, methods: Sequence[str],
+                        **values: Any) -> dict[str, dict[str, Any]]:
+    """``method_params`` (a copy) with every run method's shared options set from ``values``
+    (``variants=…, ranks=…``: the run's own options), e.g. PACE's variants and ranks."""
+    params = {k: dict(v) for k, v in (method_params or {}).items()}
+    for m in methods:
+        key = registered().key(m)
+        for name in shared_options(key):
+            params.setdefault(key, {})[name] = values[name]
+    return params
 
 
 def group(table: str) -> tuple[str, ...]:

@@ -208,9 +208,9 @@ def protocol_rows(fg, local, methods: Sequence[str] = ("local", "pace"), *, vari
     :func:`pace_nb.methods.protocol.run_protocol` without retraining), so a notebook can show the
     models it trained and their rows together."""
     from pace_nb.methods.protocol import run_protocol
+    from pace_nb.methods.registry import with_shared_options
 
-    params = {k: dict(v) for k, v in (method_params or {}).items()}
-    params.setdefault("pace", {}).update({"variants": tuple(variants), "ranks": tuple(int(r) for r in ranks)})
+    params = with_shared_options(method_params, methods, variants=tuple(variants), ranks=tuple(int(r) for r in ranks))
     return run_protocol(fg, seeds=local.seeds, methods=methods, method_params=params, local=local, device=device,
                         progress=False)
 

@@ -11,7 +11,7 @@ from pace_nb.core.errors import ConfigError
 from pace_nb.experiments.grid import GridConfig, expand, parse_config
 from pace_nb.experiments.sections import ExperimentSection, GridSection, SpearSection
 
-METHODS = ["local", "pace", "fedavg", "fedprox"]
+METHODS = ["local", "pace", "fedavg", "fedprox", "spear"]
 MINIMAL = {"grid": {}, "experiment": {"datasets": ["demo"], "methods": ["local"]}, "spear": {"datasets": ["demo"]}}
 SECTIONS = [("grid", GridSection, "[grid]"), ("experiment", ExperimentSection, "[[experiment]]"),
             ("spear", SpearSection, "[[spear]]")]

@@ -303,3 +303,16 @@ def test_invalid_oneshot_upload_excludes_only_that_client(case, parts, without):
     (bad,) = out.dropped
     assert bad["kind"] == "invalid" and bad["node_id"] == 1 and reason in bad["reason"] and "node 1" in bad["reason"]
     assert json.loads(out.rows.params.iloc[0])["flower"]["participants"] == [1, 2]
+
+
+def test_the_federation_facts_carry_beta_where_the_partition_has_one():
+    """A Dirichlet federation's uploads carry its beta (the rows' beta column, as in process);
+    a Louvain one carries none; a beta that is no concentration excludes the upload."""
+    from pace_nb.flower import screening
+
+    fed = {"dataset": "demo", "scheme": "louvain", "seed": 1, "num_clients": 3, "num_features": 8}
+    assert screening.federation(fed)[-1] is None
+    assert screening.federation({**fed, "scheme": "dirichlet", "beta": 0.5})[-1] == 0.5
+    for bad in (0.0, float("nan"), float("inf"), "0.5", True):
+        with pytest.raises(screening.Invalid, match="beta"):
+            screening.federation({**fed, "beta": bad})

@@ -15,8 +15,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 #: Over ~3 s a check on two shared cores (their quick_params still train generators).
 EXPENSIVE = {"ghost", "fedsd2c", "oasis"}
-#: Open findings of these checks (issue 40, the server's public view): strict, so a fix shows.
-KNOWN = {("pace", check_flower): "PACE's Flower rows lose the Dirichlet beta (the clients' public facts carry no beta)"}
+#: Open findings of these checks, ``{(method id, check): why}``: strict xfails, so a fix shows (none open).
+KNOWN: dict[tuple[str, object], str] = {}
 
 
 def _marks(cls, check):

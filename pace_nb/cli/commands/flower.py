@@ -88,7 +88,9 @@ def register(sub) -> None:
 def _federation(args):
     from pace_nb.data.federation import build_federated
 
-    scheme = args.partition or ("louvain" if args.method == "pace" else "dirichlet")
+    from pace_nb.methods.registry import registered
+
+    scheme = args.partition or registered()[args.method].partition  # its paper's protocol
     beta = args.beta if args.beta is not None else (0.05 if scheme == "dirichlet" else None)
     return build_federated(resolve_source(args).dataset, scheme=scheme, num_clients=args.clients, seed=args.data_seed,
                            data_root=args.data_root, beta=beta)
@@ -98,13 +100,10 @@ def _reference(fg, settings) -> tuple[list[dict], float]:
     """The in-process protocol on the same federation and seed → (pooled rows, seconds)."""
     from pace_nb.methods.protocol import run_protocol
 
+    from pace_nb.flower.adapters import make_adapter
+
     t0 = time.perf_counter()
-    if settings.method == "pace":
-        params = {"variants": (settings.variant,), "ranks": (settings.rank,)}
-    elif settings.method == "spear":
-        params = {"variants": (settings.spear_variant,), "T": settings.T, "a": settings.a, "gamma": settings.gamma}
-    else:
-        params = settings.method_params
+    params = make_adapter(settings).reference_params(settings)
     rows = run_protocol(fg, seeds=(settings.seed,), methods=(settings.method,), train_config=settings.train_config,
                         method_params={settings.method: params}, progress=False)
     return rows[rows.receiver == -1].to_dict("records"), time.perf_counter() - t0

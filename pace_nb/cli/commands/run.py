@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+#: The options of ``pace-nb run`` that set a method's shared options (its class's ``shared_options``).
+SHARED_FLAGS = {"variants": "--variants", "ranks": "--rank"}
+
+
 def _ranks(text: str) -> list[int]:
     from pace_nb.methods.pace.lowrank import check_ranks
 
@@ -89,9 +93,11 @@ def format_summary(summary: pd.DataFrame) -> str:
     import pandas as pd
 
     """Readable table of :func:`pace_nb.analysis.summary.summarize` output."""
+    from pace_nb.methods.registry import ranked
+
     table = pd.DataFrame({
         "method": summary["method"], "variant": summary["variant"],
-        "rank": ["dense" if m == "pace" and r == 0 else ("-" if r == 0 else str(r))
+        "rank": ["dense" if ranked(m) and r == 0 else ("-" if r == 0 else str(r))
                  for m, r in zip(summary["method"], summary["rank"], strict=True)],
         "accuracy": [_fmt(m, s) for m, s in zip(summary["acc_mean"], summary["acc_std"], strict=True)],
         "weighted-F1": [_fmt(m, s) for m, s in zip(summary["f1w_mean"], summary["f1w_std"], strict=True)],
@@ -120,6 +126,7 @@ def format_summaries(summary: pd.DataFrame) -> str:
 def run(args) -> int:
     from pace_nb.analysis.summary import summarize
     from pace_nb.methods.protocol import run_protocol
+    from pace_nb.methods.registry import ranked, with_shared_options
 
     from pace_nb.core.config import resolve_device
     from pace_nb.core.io import check_output_dir, check_output_file
@@ -156,8 +163,8 @@ def run(args) -> int:
     if extra:  # keyed only when given: the keys of runs without --param stay as they were
         config["method_params"] = extra
     rows = run_protocol(source.dataset if fg is None else fg, partition=args.partition, num_clients=args.clients, seeds=seeds,
-                        methods=methods, method_params={**extra, "pace": {**extra.get("pace", {}), "variants": tuple(variants),
-                                                                 "ranks": tuple(ranks)}},
+                        methods=methods, method_params=with_shared_options(extra, methods, variants=tuple(variants),
+                                                                           ranks=tuple(ranks)),
                         data_seed=args.data_seed,
                         data_root=args.data_root, device=args.device, progress=not args.no_progress,
                         beta=args.beta)
@@ -166,7 +173,7 @@ def run(args) -> int:
     print(f"{ds} · {args.partition} · K = {args.clients} · seeds {', '.join(map(str, seeds))} "
           f"(percent; mean ± sample std over seeds)")
     print(format_summaries(summary))
-    dense_like = summary[(summary["method"] == "pace") & (summary["rank"] > 0) & (summary["return_ratio"] >= 100)]
+    dense_like = summary[summary["method"].map(ranked).astype(bool) & (summary["rank"] > 0) & (summary["return_ratio"] >= 100)]
     for r in sorted(set(dense_like["rank"])):
         print(f"note: rank {r} is >= the attainable rank of every weight matrix, so every carrier was "
               f"sent dense (communication >= 100 % of the dense model)")
@@ -201,7 +208,7 @@ def _method_params(items: list[str], methods: list[str]) -> dict[str, dict]:
     value, else kept as text); names and values are checked by the method registry."""
     import tomllib
 
-    from pace_nb.methods.registry import METHODS, check_all_method_params
+    from pace_nb.methods.registry import METHODS, check_all_method_params, shared_options
 
     run = {METHODS.key(m) for m in methods if m in METHODS}
     out: dict[str, dict] = {}
@@ -213,9 +220,9 @@ def _method_params(items: list[str], methods: list[str]) -> dict[str, dict]:
         key = METHODS.key(method)
         if key not in run:
             raise ConfigError(f"--param {item!r}: method {key!r} is not among --methods")
-        if key == "pace" and name in ("variants", "ranks"):
-            flag = {"variants": "--variants", "ranks": "--rank"}[name]
-            raise ConfigError(f"--param {item!r}: give PACE's {name} with {flag}")
+        if name.strip() in shared_options(key):
+            flag = SHARED_FLAGS.get(name.strip(), f"--{name.strip()}")
+            raise ConfigError(f"--param {item!r}: give {key}'s {name.strip()} with {flag} (one value for the whole run)")
         try:
             value = tomllib.loads(f"v = {text.strip()}")["v"]
         except tomllib.TOMLDecodeError:

@@ -251,7 +251,7 @@ class OneShotMethod(Method):
     #: The largest magnitude of any value of a real client's upload (model weights, features,
     #: counts of a graph's nodes): a server refuses an upload beyond it before its server phase.
     max_upload_value: ClassVar[float] = 1e6
-    evaluation = "complete_graph"  # the server's global model on the complete graph
+    partition = "dirichlet"  # SPEAR's protocol: Dirichlet label skew
 
     @classmethod
     def requires(cls) -> tuple[str, ...]:

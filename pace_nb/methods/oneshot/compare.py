@@ -37,6 +37,7 @@ from pace_nb.methods.evaluation import check_method_rows, federation_fields, mak
 from pace_nb.methods.oneshot import make_oneshot
 from pace_nb.methods.oneshot.base import OneShotMethod, complete_graph_scores, run_oneshot
 from pace_nb.methods.registry import METHODS, plugin_errors, spear_comparison
+from pace_nb.methods.spear.method import Spear
 from pace_nb.nn.training import TrainConfig
 
 
@@ -55,7 +56,7 @@ def _row(fg, method: str, scores: dict, *, bytes_up: int, bytes_down: int, secon
     return row
 
 
-def spear_row(fg, config=None) -> dict:
+def spear_row(fg, config=None, method: str = Spear.name) -> dict:
     """SPEAR (full) scored like every other method, with its real upload bytes and wall time."""
     from pace_nb.methods.spear import core as sp
 
@@ -70,7 +71,7 @@ def spear_row(fg, config=None) -> dict:
     from pace_nb.methods import metrics
 
     scores = {**metrics.scores(y[mask], res.pred[mask], fg.num_classes), "n_test": int(mask.sum())}
-    return _row(fg, "spear", scores, bytes_up=sum(up), bytes_down=0, seconds=t2 - t0, variant="full",
+    return _row(fg, method, scores, bytes_up=sum(up), bytes_down=0, seconds=t2 - t0, variant="full",
                 params={"T": cfg.T, "a": cfg.a, "gamma": cfg.gamma, "rounds": 1, "evaluation": "complete_graph",
                         "client_seconds": t1 - t0, "server_seconds": t2 - t1, "bytes_per_client": up})
 
@@ -107,10 +108,10 @@ def run_comparison(fg, methods: Sequence[str] | None = None, *, rounds: int = 10
     params = {METHODS.key(k): dict(v) for k, v in (method_params or {}).items()}
     local, rows = None, []
     for name in names:
-        obj = None if name == "spear" else METHODS[name]
+        obj = METHODS[name]
         got: list[dict] = []
-        if name == "spear":
-            got.append(spear_row(fg, spear_config))
+        if isinstance(obj, type) and issubclass(obj, Spear):
+            got.append(spear_row(fg, spear_config, name))
         elif isinstance(obj, type) and issubclass(obj, OneShotMethod):
             with plugin_errors(name):  # a plugin's exception: one line naming it and its module
                 method = make_oneshot(name, **params.get(name, {}))

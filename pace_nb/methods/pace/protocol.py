@@ -216,6 +216,8 @@ class Pace(Method):
     description = "PACE: rank-r RegMean correction + CNLL (variants, ranks)"
     colour, marker = "#D55E00", "o"
     evaluation = "receivers"
+    shared_options = ("variants", "ranks")  # --variants / --rank, a grid's pace_variants / ranks
+    ranked = True
 
     @dataclass(frozen=True)
     class Config:

@@ -37,6 +37,7 @@ class Spear(Method):
     colour, marker = "#0072B2", "o"
     needs = ()
     evaluation = "complete_graph"  # the server's model on the complete graph
+    partition = "dirichlet"  # SPEAR's protocol: Dirichlet label skew
 
     @dataclass(frozen=True)
     class Config:
