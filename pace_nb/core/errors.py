@@ -50,3 +50,8 @@ def unknown(kind: str, name: object, valid: Iterable[str]) -> UnknownNameError:
     """Build an :class:`UnknownNameError` that lists the valid names."""
     valid = sorted(valid, key=str.lower)
     return UnknownNameError(f"unknown {kind} {name!r}; valid {kind}s: {', '.join(valid)}")
+
+
+class RuntimeStartError(PaceNBError, RuntimeError):
+    """A runtime the run needs (Ray, Flower's simulation engine) did not start; the message names
+    the machine's load, the usual cause on a busy machine."""

@@ -7,6 +7,7 @@ The ceilings are far above the papers' settings (5 seeds, K <= 20, 100 rounds, r
 from __future__ import annotations
 
 import numbers
+import os
 from typing import Any
 
 from pace_nb.core.errors import ConfigError
@@ -77,3 +78,12 @@ def check_training_memory(models: int, features: int, hidden: int, classes: int,
     check_memory(training_bytes(models, features, hidden, classes),
                  f"training {models} GCN models (hidden {hidden}, {features} features, {classes} classes)",
                  "use fewer seeds or clients, or a smaller train.hidden", device)
+
+
+def load_note() -> str:
+    """``"load average 5.2 on 2 CPUs: ..."``: how busy this machine is (what a runtime that failed
+    to start names, so that an overloaded machine does not read as a code failure)."""
+    try:
+        return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs: is the machine overloaded?"
+    except (AttributeError, OSError):
+        return "is the machine overloaded?"

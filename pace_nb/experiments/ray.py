@@ -34,6 +34,7 @@ from typing import Any
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 
 from pace_nb.core.errors import ConfigError, PaceNBError
+from pace_nb.core.limits import load_note
 
 INSTALL_HINT = "pip install -e .[ray]  (or: pip install 'ray==2.60.0')"
 CLIENT_HINT = "pip install 'ray[client]==2.60.0'"
@@ -178,14 +179,6 @@ def _init_bounded(ray, timeout: float, hint: str = "", **kw) -> None:
             raise ConfigError("no running Ray cluster found for --ray auto (start one with `ray start --head`, "
                               "or give no address to use a private local runtime)") from None
         raise ConfigError(f"cannot join the Ray cluster at {address}: {msg}{hint}") from None
-
-
-def load_note() -> str:
-    """``"load average 5.2 on 2 CPUs"``: how busy this machine is (what a failed start-up names)."""
-    try:
-        return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs: is the machine overloaded?"
-    except (AttributeError, OSError):
-        return "is the machine overloaded?"
 
 
 def connect(options: RayOptions) -> bool:

@@ -15,7 +15,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from pace_nb.core.errors import ConfigError
+from pace_nb.core.errors import ConfigError, RuntimeStartError
+from pace_nb.core.limits import load_note
 from pace_nb.flower.client import make_client_app
 from pace_nb.flower.partitions import export_evaluation, export_partitions
 from pace_nb.flower.server import FlowerOutcome, make_server_app
@@ -29,6 +30,17 @@ def require_flwr():
     except ImportError:
         raise ConfigError("Flower is not installed: pip install 'pace_nb[flower]'") from None
     return flwr
+
+
+def _start_error(exc: BaseException) -> RuntimeStartError | None:
+    """A one-line error when Ray (under Flower's simulation engine) did not start, else ``None``."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if "timed out during startup" in str(seen):
+            return RuntimeStartError(f"Flower's simulation engine: the Ray runtime did not start "
+                                     f"({' '.join(str(seen).split())[:160]}); {load_note()}")
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def simulate(fg, settings: FlowerSettings, *, partition_dir=None, num_cpus: int | None = None,
@@ -50,10 +62,16 @@ def simulate(fg, settings: FlowerSettings, *, partition_dir=None, num_cpus: int 
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            run_simulation(server_app=make_server_app(settings, sink=holder.append, evaluation=str(evaluation),
-                                                      federation=str(directory)),
-                           client_app=make_client_app(str(directory), drop_partitions),
-                           num_supernodes=fg.num_clients, backend_config=backend, verbose_logging=verbose)
+            try:
+                run_simulation(server_app=make_server_app(settings, sink=holder.append, evaluation=str(evaluation),
+                                                          federation=str(directory)),
+                               client_app=make_client_app(str(directory), drop_partitions),
+                               num_supernodes=fg.num_clients, backend_config=backend, verbose_logging=verbose)
+            except RuntimeError as exc:
+                start = _start_error(exc)
+                if start is None:
+                    raise
+                raise start from exc
         total = time.perf_counter() - t0
     if not holder:
         raise ConfigError("the Flower simulation ended without a result (see the log above)")
