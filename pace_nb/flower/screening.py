@@ -17,7 +17,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -189,11 +189,34 @@ def carriers(data: bytes, method: str, bounds: Mapping[str, list[tuple[float, fl
     return out
 
 
+def _differences(got: Mapping[str, tuple], want: Mapping[str, tuple]) -> list[str]:
+    """How an upload's tensors ``got`` differ from one declared layout ``want`` (name → shape; a
+    dimension ``None`` is any size, a string any size the same wherever that string stands)."""
+    sizes: dict[str, int] = {}
+
+    def fits(shape: tuple | None, spec: tuple) -> bool:
+        if shape is None or len(shape) != len(spec):
+            return False
+        for d, g in zip(spec, shape, strict=True):
+            if isinstance(d, str):
+                d = sizes.setdefault(d, g)
+            if d is not None and d != g:
+                return False
+        return True
+
+    def show(spec: tuple) -> tuple:
+        return tuple("*" if d is None else d for d in spec)
+
+    bad = [f"{n} {got.get(n)} (expected {show(spec)})" for n, spec in want.items() if not fits(got.get(n), spec)]
+    return bad + [f"unexpected {n}" for n in got if n not in want]
+
+
 def carriers_header(data: bytes, method: str, allow_empty: bool = False, bound: float = math.inf,
-                    shapes: Mapping[str, tuple] | None = None) -> tuple:
+                    shapes: Mapping[str, tuple] | Sequence[Mapping[str, tuple]] | None = None) -> tuple:
     """A one-shot upload in PACE's wire format: header and size (:func:`header`), the tensors the
-    method declares (``shapes``: name → shape, ``None`` a free size), then every tensor finite and
-    within ``bound`` → its header (name, kind, shape, rank); ``()`` for an allowed empty upload."""
+    method declares (``shapes``: name → shape, ``None`` a free size, a string a free size shared by
+    the tensors naming it; or several such layouts, one of which must match), then every tensor
+    finite and within ``bound`` → its header (name, kind, shape, rank); ``()`` for an allowed empty upload."""
     if allow_empty and not data:
         return ()
     entries = header(data, method)
@@ -201,12 +224,10 @@ def carriers_header(data: bytes, method: str, allow_empty: bool = False, bound: 
         raise Invalid(f"{method} upload holds a carrier that is not dense")
     if shapes is not None:
         got = {n: tuple(s) for n, _, s, _ in entries}
-        bad = [f"{n} {got.get(n)} (expected {tuple('*' if d is None else d for d in want)})"
-               for n, want in shapes.items()
-               if n not in got or len(got[n]) != len(want) or any(d is not None and d != g for d, g in zip(want, got[n], strict=True))]
-        bad += [f"unexpected {n}" for n in got if n not in shapes]
-        if bad:
-            raise Invalid(f"{method} upload tensors differ from what the method sends: {'; '.join(bad)[:300]}")
+        layouts = [shapes] if isinstance(shapes, Mapping) else list(shapes)
+        diffs = sorted((_differences(got, want) for want in layouts), key=len)
+        if diffs[0]:
+            raise Invalid(f"{method} upload tensors differ from what the method sends: {'; '.join(diffs[0])[:300]}")
     carriers(data, method, bound)
     return tuple((n, k, tuple(s), r) for n, k, s, r in entries)
 
