@@ -5,7 +5,7 @@ upload report (an integer in ``[0, K)`` that no other node claims and, when the 
 federation's :class:`PublicView`, whose credential matches the one assigned to that partition),
 and every later message of that node must agree with it. Every field is checked for type, shape,
 finiteness and magnitude against what the server knows (the public view: F, C, each client's node
-count; each method's declared upload layout and bounds), payload sizes before any parsing. A failed check raises :class:`Invalid` with the reason; the server
+and test-node counts; each method's declared upload layout and bounds), payload sizes before any parsing. A failed check raises :class:`Invalid` with the reason; the server
 excludes that client (reported beside the dropped ones) and runs on with the others.
 Pure functions; no Flower import.
 """
@@ -100,12 +100,13 @@ def optional_beta(value: Any) -> float | None:
 @dataclass(frozen=True)
 class PublicView:
     """What the server knows of the federation before any upload (``federation.json``, no data):
-    its facts, each client's node count and the sha256 of each partition's credential."""
+    its facts, each client's node and test-node counts and the sha256 of each partition's credential."""
 
     federation: tuple
     num_classes: int
     num_nodes: tuple[int, ...]
     credentials: tuple[str, ...]
+    num_test: tuple[int, ...]
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> PublicView:
@@ -113,9 +114,11 @@ class PublicView:
         fed = (meta["dataset"], str(cfg.get("scheme", "")), int(cfg.get("seed", -1)), int(meta["num_clients"]),
                int(meta["num_features"]), optional_beta(cfg.get("beta")))
         nodes, creds = tuple(meta.get("num_nodes") or ()), tuple(meta.get("credentials") or ())
-        if len(nodes) != fed[3] or len(creds) != fed[3]:
-            raise ValueError("federation.json lacks the clients' node counts or credentials (export it again)")
-        return cls(fed, int(meta["num_classes"]), tuple(int(n) for n in nodes), tuple(str(c) for c in creds))
+        tests = tuple(meta.get("num_test") or ())
+        if len(nodes) != fed[3] or len(creds) != fed[3] or len(tests) != fed[3]:
+            raise ValueError("federation.json lacks the clients' node or test-node counts or credentials (export it again)")
+        return cls(fed, int(meta["num_classes"]), tuple(int(n) for n in nodes), tuple(str(c) for c in creds),
+                   tuple(int(n) for n in tests))
 
     @property
     def num_features(self) -> int:
@@ -270,7 +273,7 @@ def spear_tensors(data: bytes, num_classes: int, num_features: int | None = None
 
 def final_report(report: Any, bound: int, num_classes: int, has_local: bool, max_test: int = MAX_TEST_NODES) -> dict:
     """A receive report: same partition id as the node's upload, ``n_test`` at most ``max_test``
-    (the client's node count) before any count is expanded, count matrices, α in [0, 1]."""
+    (the client's published test-node count) before any count is expanded, count matrices, α in [0, 1]."""
     if not isinstance(report, dict):
         raise Invalid("the reply carries no report")
     if report.get("partition_id") != bound:
@@ -282,7 +285,7 @@ def final_report(report: Any, bound: int, num_classes: int, has_local: bool, max
     if isinstance(out["n_test"], bool):
         raise Invalid("n_test is not a count")
     if out["n_test"] > max_test:
-        raise Invalid(f"n_test = {out['n_test']} is above the client's {max_test} nodes")
+        raise Invalid(f"n_test = {out['n_test']} is above the client's {max_test} test nodes")
     if has_local:
         rows = {key: tuple(sum(out[key][i * num_classes:(i + 1) * num_classes]) for i in range(num_classes))
                 for key in wire.REPORT_KEYS[2:]}

@@ -257,6 +257,23 @@ def test_forged_test_counts_are_bounded_by_the_clients_nodes(n, parts):
     assert f"n_test = {n} is above the client's" in bad["reason"] and "client 0" in bad["reason"]
 
 
+def test_forged_test_count_below_the_nodes_but_above_the_tests_is_refused(parts):
+    """``n_test`` is bounded by the client's published test-node count, not only its node count:
+    a report with more test nodes than the client holds, yet fewer than its nodes, is excluded."""
+    from pace_nb.flower.partitions import load_partition, read_meta
+
+    client, _ = load_partition(parts, 0)
+    n_test, n_nodes = int(client.test_mask.sum()), client.num_nodes
+    assert n_test + 1 < n_nodes
+    honest = _run(parts, make_client_app(parts), PACE)
+    out = _run(parts, _app(parts, _forged_counts(n_test + 1), wire.RECEIVE), PACE)
+    pd.testing.assert_frame_equal(_rows(out, [1, 2]), _rows(honest, [1, 2]), check_exact=True)
+    assert set(out.rows.receiver) == {1, 2, -1}
+    (bad,) = out.dropped
+    assert f"n_test = {n_test + 1} is above the client's {n_test} test nodes" in bad["reason"]
+    assert "client 0" in bad["reason"] and read_meta(parts)["num_test"][0] == n_test  # published
+
+
 def test_nothing_valid_is_a_clear_error(parts):
     real = make_client_app(parts)
 
