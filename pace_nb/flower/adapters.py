@@ -315,15 +315,22 @@ class OneShotAdapter(Adapter):
     def __init__(self, settings, cls):
         super().__init__(settings, cls)
         self.method = cls(**settings.method_params)
+        self.declared = False  # whether the uploads were screened against the method's declared shapes
 
     def screen(self, data, num_classes, view=None, partition=-1):
-        shapes = self.method.upload_shapes(view.num_features, num_classes) if view is not None else None
+        shapes = (self.method.upload_shapes(view.num_features, num_classes, self.settings.train_config.hidden)
+                  if view is not None else None)
+        self.declared = shapes is not None
         return screening.carriers_header(data, self.name, allow_empty=True, bound=self.method.max_upload_value,
                                          shapes=shapes)
 
     def consensus(self, parsed):
-        """The tensor names and their numbers of dimensions (sizes may depend on a client's data)."""
-        return tuple((n, k, len(s)) for n, k, s, _ in parsed) if parsed else None
+        """Without a declared layout (no public view, or a method declaring none): the tensor names
+        and their numbers of dimensions (sizes may depend on a client's data), compared with the
+        majority's. Uploads screened against the method's declared shapes share nothing more."""
+        if self.declared or not parsed:
+            return None
+        return tuple((n, k, len(s)) for n, k, s, _ in parsed)
 
     def check_federation(self, fg):
         self.method.check_federation(fg, self.settings.train_config)

@@ -3,7 +3,7 @@
 :func:`export_partitions` splits a :class:`~pace_nb.data.federation.FederatedGraph` into
 ``client_<k>.npz`` files (features, labels, local edges, masks, global ids of client k) and
 ``federation.json`` (public facts: dataset, K, C, F, the partition config, a sha256 of each
-client file, each client's node count, the sha256 of each client's credential — a random secret
+client file, each client's node and test-node counts, the sha256 of each client's credential — a random secret
 only its file holds, which binds a partition id to its holder — and the batched trainer's layout — ``pad_to``, the largest client's node count —
 so that one client alone trains bit for bit the W_L it gets in the K-client batch). A SuperNode is pointed at ONE file (``partition-dir`` + ``partition-id``) and
 :func:`load_partition` reads only that file — no data root, no raw dataset, no other client.
@@ -56,7 +56,8 @@ def export_partitions(fg, directory) -> Path:
             "num_classes": int(fg.num_classes), "num_features": int(fg.num_features),
             "config": dict(fg.config), "sha256": digests,
             "pad_to": max(c.num_nodes for c in fg.clients),
-            "num_nodes": [int(c.num_nodes) for c in fg.clients], "credentials": credentials}
+            "num_nodes": [int(c.num_nodes) for c in fg.clients],
+            "num_test": [int(c.test_mask.sum()) for c in fg.clients], "credentials": credentials}
     atomic_write_json(out / META, meta)
     return out
 

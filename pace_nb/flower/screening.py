@@ -5,7 +5,7 @@ upload report (an integer in ``[0, K)`` that no other node claims and, when the 
 federation's :class:`PublicView`, whose credential matches the one assigned to that partition),
 and every later message of that node must agree with it. Every field is checked for type, shape,
 finiteness and magnitude against what the server knows (the public view: F, C, each client's node
-count; each method's declared upload layout and bounds), payload sizes before any parsing. A failed check raises :class:`Invalid` with the reason; the server
+and test-node counts; each method's declared upload layout and bounds), payload sizes before any parsing. A failed check raises :class:`Invalid` with the reason; the server
 excludes that client (reported beside the dropped ones) and runs on with the others.
 Pure functions; no Flower import.
 """
@@ -17,7 +17,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -100,12 +100,13 @@ def optional_beta(value: Any) -> float | None:
 @dataclass(frozen=True)
 class PublicView:
     """What the server knows of the federation before any upload (``federation.json``, no data):
-    its facts, each client's node count and the sha256 of each partition's credential."""
+    its facts, each client's node and test-node counts and the sha256 of each partition's credential."""
 
     federation: tuple
     num_classes: int
     num_nodes: tuple[int, ...]
     credentials: tuple[str, ...]
+    num_test: tuple[int, ...]
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> PublicView:
@@ -113,9 +114,11 @@ class PublicView:
         fed = (meta["dataset"], str(cfg.get("scheme", "")), int(cfg.get("seed", -1)), int(meta["num_clients"]),
                int(meta["num_features"]), optional_beta(cfg.get("beta")))
         nodes, creds = tuple(meta.get("num_nodes") or ()), tuple(meta.get("credentials") or ())
-        if len(nodes) != fed[3] or len(creds) != fed[3]:
-            raise ValueError("federation.json lacks the clients' node counts or credentials (export it again)")
-        return cls(fed, int(meta["num_classes"]), tuple(int(n) for n in nodes), tuple(str(c) for c in creds))
+        tests = tuple(meta.get("num_test") or ())
+        if len(nodes) != fed[3] or len(creds) != fed[3] or len(tests) != fed[3]:
+            raise ValueError("federation.json lacks the clients' node or test-node counts or credentials (export it again)")
+        return cls(fed, int(meta["num_classes"]), tuple(int(n) for n in nodes), tuple(str(c) for c in creds),
+                   tuple(int(n) for n in tests))
 
     @property
     def num_features(self) -> int:
@@ -189,11 +192,34 @@ def carriers(data: bytes, method: str, bounds: Mapping[str, list[tuple[float, fl
     return out
 
 
+def _differences(got: Mapping[str, tuple], want: Mapping[str, tuple]) -> list[str]:
+    """How an upload's tensors ``got`` differ from one declared layout ``want`` (name → shape; a
+    dimension ``None`` is any size, a string any size the same wherever that string stands)."""
+    sizes: dict[str, int] = {}
+
+    def fits(shape: tuple | None, spec: tuple) -> bool:
+        if shape is None or len(shape) != len(spec):
+            return False
+        for d, g in zip(spec, shape, strict=True):
+            if isinstance(d, str):
+                d = sizes.setdefault(d, g)
+            if d is not None and d != g:
+                return False
+        return True
+
+    def show(spec: tuple) -> tuple:
+        return tuple("*" if d is None else d for d in spec)
+
+    bad = [f"{n} {got.get(n)} (expected {show(spec)})" for n, spec in want.items() if not fits(got.get(n), spec)]
+    return bad + [f"unexpected {n}" for n in got if n not in want]
+
+
 def carriers_header(data: bytes, method: str, allow_empty: bool = False, bound: float = math.inf,
-                    shapes: Mapping[str, tuple] | None = None) -> tuple:
+                    shapes: Mapping[str, tuple] | Sequence[Mapping[str, tuple]] | None = None) -> tuple:
     """A one-shot upload in PACE's wire format: header and size (:func:`header`), the tensors the
-    method declares (``shapes``: name → shape, ``None`` a free size), then every tensor finite and
-    within ``bound`` → its header (name, kind, shape, rank); ``()`` for an allowed empty upload."""
+    method declares (``shapes``: name → shape, ``None`` a free size, a string a free size shared by
+    the tensors naming it; or several such layouts, one of which must match), then every tensor
+    finite and within ``bound`` → its header (name, kind, shape, rank); ``()`` for an allowed empty upload."""
     if allow_empty and not data:
         return ()
     entries = header(data, method)
@@ -201,12 +227,10 @@ def carriers_header(data: bytes, method: str, allow_empty: bool = False, bound: 
         raise Invalid(f"{method} upload holds a carrier that is not dense")
     if shapes is not None:
         got = {n: tuple(s) for n, _, s, _ in entries}
-        bad = [f"{n} {got.get(n)} (expected {tuple('*' if d is None else d for d in want)})"
-               for n, want in shapes.items()
-               if n not in got or len(got[n]) != len(want) or any(d is not None and d != g for d, g in zip(want, got[n], strict=True))]
-        bad += [f"unexpected {n}" for n in got if n not in shapes]
-        if bad:
-            raise Invalid(f"{method} upload tensors differ from what the method sends: {'; '.join(bad)[:300]}")
+        layouts = [shapes] if isinstance(shapes, Mapping) else list(shapes)
+        diffs = sorted((_differences(got, want) for want in layouts), key=len)
+        if diffs[0]:
+            raise Invalid(f"{method} upload tensors differ from what the method sends: {'; '.join(diffs[0])[:300]}")
     carriers(data, method, bound)
     return tuple((n, k, tuple(s), r) for n, k, s, r in entries)
 
@@ -249,7 +273,7 @@ def spear_tensors(data: bytes, num_classes: int, num_features: int | None = None
 
 def final_report(report: Any, bound: int, num_classes: int, has_local: bool, max_test: int = MAX_TEST_NODES) -> dict:
     """A receive report: same partition id as the node's upload, ``n_test`` at most ``max_test``
-    (the client's node count) before any count is expanded, count matrices, α in [0, 1]."""
+    (the client's published test-node count) before any count is expanded, count matrices, α in [0, 1]."""
     if not isinstance(report, dict):
         raise Invalid("the reply carries no report")
     if report.get("partition_id") != bound:
@@ -261,7 +285,7 @@ def final_report(report: Any, bound: int, num_classes: int, has_local: bool, max
     if isinstance(out["n_test"], bool):
         raise Invalid("n_test is not a count")
     if out["n_test"] > max_test:
-        raise Invalid(f"n_test = {out['n_test']} is above the client's {max_test} nodes")
+        raise Invalid(f"n_test = {out['n_test']} is above the client's {max_test} test nodes")
     if has_local:
         rows = {key: tuple(sum(out[key][i * num_classes:(i + 1) * num_classes]) for i in range(num_classes))
                 for key in wire.REPORT_KEYS[2:]}

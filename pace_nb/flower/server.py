@@ -206,14 +206,14 @@ def admit_uploads(ups: list[Reply], settings: FlowerSettings, adapter: Adapter |
 def _reports(reps: list[Reply], ups: list[Reply], c: int, view: screening.PublicView | None = None
              ) -> tuple[list[Reply], list[dict]]:
     """Receive reports checked against each node's bound partition id and, with the public
-    ``view``, its node count → (valid, excluded)."""
+    ``view``, its published test-node count → (valid, excluded)."""
     bound = {r.node_id: r.partition_id for r in ups}
     stage, good, excluded = wire.RECEIVE, [], []
     for r in reps:
         r.partition_id = bound[r.node_id]
         try:
             r.report = screening.final_report(r.report, r.partition_id, c, has_local=True,
-                                              max_test=view.num_nodes[r.partition_id] if view is not None
+                                              max_test=view.num_test[r.partition_id] if view is not None
                                               else screening.MAX_TEST_NODES)
         except screening.Invalid as exc:
             excluded.append(_exclude(r, stage, exc))

@@ -2,7 +2,7 @@
 
 A method's phases run in the style of Flower strategies: client message → server → receiver /
 evaluation. The server holds no data: it sees the federation's :class:`PublicView` (feature,
-class and client counts, each client's node count — what ``federation.json`` publishes, never
+class and client counts, each client's node and test-node counts — what ``federation.json`` publishes, never
 the :class:`~pace_nb.data.federation.FederatedGraph`), the ``(client, message)`` pairs it
 received, and the :class:`Failure` of every client that sent nothing usable (an empty upload,
 a drop-out, an excluded upload), as Flower's ``aggregate_fit`` gets ``results`` and ``failures``.
@@ -23,6 +23,8 @@ class PublicView:
     num_clients: int
     #: Each client's node count, in client order (empty when the server was not told them).
     num_nodes: tuple[int, ...] = ()
+    #: Each client's test-node count, in client order (empty when the server was not told them).
+    num_test: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, fg: Any) -> PublicView:
@@ -30,7 +32,7 @@ class PublicView:
         if isinstance(fg, PublicView):
             return fg
         return cls(int(fg.num_features), int(fg.num_classes), int(fg.num_clients),
-                   tuple(int(c.num_nodes) for c in fg.clients))
+                   tuple(int(c.num_nodes) for c in fg.clients), tuple(int(c.test_mask.sum()) for c in fg.clients))
 
 
 @dataclass(frozen=True)

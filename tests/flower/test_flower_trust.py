@@ -257,6 +257,23 @@ def test_forged_test_counts_are_bounded_by_the_clients_nodes(n, parts):
     assert f"n_test = {n} is above the client's" in bad["reason"] and "client 0" in bad["reason"]
 
 
+def test_forged_test_count_below_the_nodes_but_above_the_tests_is_refused(parts):
+    """``n_test`` is bounded by the client's published test-node count, not only its node count:
+    a report with more test nodes than the client holds, yet fewer than its nodes, is excluded."""
+    from pace_nb.flower.partitions import load_partition, read_meta
+
+    client, _ = load_partition(parts, 0)
+    n_test, n_nodes = int(client.test_mask.sum()), client.num_nodes
+    assert n_test + 1 < n_nodes
+    honest = _run(parts, make_client_app(parts), PACE)
+    out = _run(parts, _app(parts, _forged_counts(n_test + 1), wire.RECEIVE), PACE)
+    pd.testing.assert_frame_equal(_rows(out, [1, 2]), _rows(honest, [1, 2]), check_exact=True)
+    assert set(out.rows.receiver) == {1, 2, -1}
+    (bad,) = out.dropped
+    assert f"n_test = {n_test + 1} is above the client's {n_test} test nodes" in bad["reason"]
+    assert "client 0" in bad["reason"] and read_meta(parts)["num_test"][0] == n_test  # published
+
+
 def test_nothing_valid_is_a_clear_error(parts):
     real = make_client_app(parts)
 
@@ -316,3 +333,54 @@ def test_the_federation_facts_carry_beta_where_the_partition_has_one():
     for bad in (0.0, float("nan"), float("inf"), "0.5", True):
         with pytest.raises(screening.Invalid, match="beta"):
             screening.federation({**fed, "beta": bad})
+
+
+#: Every one-shot method with small parameters (its upload's layout, not its accuracy, is tested).
+QUICK = {"centroid_sbm": {}, "dense": {"epochs": 1, "g_steps": 1, "synthesis_batch_size": 8},
+         "fedcvae": {"epochs": 2, "synthetic_nodes": 50},
+         "fedsd2c": {"ipc": 2, "mipc": 20, "steps": 2, "ae_epochs": 2},
+         "ghost": {"gen_steps": 1, "visits": 1, "visit_steps": 1},
+         "oasis": {"synth_epochs": 1, "codebook_epochs": 1, "epochs": 1}}
+#: The first tensor of each method's upload that has a feature axis last (made one column wider).
+WIDENED = {"centroid_sbm": "codewords", "dense": "model.conv1.weight", "fedcvae": "decoder.2.weight",
+           "fedsd2c": "x", "ghost": "generator.out.weight", "oasis": "teacher.conv1.weight"}
+
+
+@pytest.mark.parametrize("method, params", [*QUICK.items(), ("dense", {**QUICK["dense"], "bn": 0.1}),
+                                            ("fedsd2c", {**QUICK["fedsd2c"], "ipc": 10**5})])
+def test_every_oneshot_upload_is_its_declared_shapes(method, params):
+    """Each method's real uploads (demo graph, every client) are exactly its declared tensors: the
+    same names and every size the declared one (a free size the same wherever it stands)."""
+    from pace_nb.flower import screening
+    from pace_nb.methods.oneshot import make_oneshot
+    from pace_nb.methods.oneshot.base import OneShotContext, client_phase
+    from pace_nb.nn.training import TrainConfig, train_local
+
+    fg = build_federated("demo", "dirichlet", K, 2024, beta=1.0)
+    m, tc = make_oneshot(method, **params), TrainConfig(epochs=2)
+    local = train_local(fg, (0,), tc, progress=False) if m.uses_local else None
+    ctx = OneShotContext(fg, 0, tc, torch.device("cpu"), [local.model(0, k) for k in range(K)] if local else None)
+    declared = m.upload_shapes(fg.num_features, fg.num_classes, tc.hidden)
+    layouts = [declared] if isinstance(declared, dict) else list(declared)
+    for k, client in enumerate(fg.clients):
+        entries = screening.carriers_header(client_phase(m, ctx, k, client), method, shapes=declared)
+        got = {n: s for n, _, s, _ in entries}
+        (want,) = [w for w in layouts if set(w) == set(got)]  # the very names of one declared layout
+        assert all(d == g or isinstance(d, str) for n in want for d, g in zip(want[n], got[n], strict=True)), got
+        assert want is layouts[-1 if params.get("ipc") == 10**5 else 0]  # no class above ipc: the empty set
+
+
+@pytest.mark.parametrize("method", sorted(QUICK))
+def test_a_oneshot_upload_one_column_wider_is_excluded_by_name(method, parts, without):
+    """A one-shot upload with its feature-wide tensor one column wider passes every finite/magnitude
+    check but not the method's declared shapes: excluded, named; the others' rows are the drop-out run's."""
+    settings = FlowerSettings(method=method, num_clients=K, epochs=5, params=QUICK[method])
+    name = WIDENED[method]
+    mutate = _carriers(lambda t: t.__setitem__(name, torch.nn.functional.pad(t[name], (0, 1))))
+    out = _run(parts, _app(parts, mutate, wire.UPLOAD), settings)
+    ref = _run(parts, make_client_app(parts, drop_partitions=(0,)), settings)
+    pd.testing.assert_frame_equal(_rows(out), _rows(ref), check_exact=True)
+    (bad,) = out.dropped
+    assert bad["kind"] == "invalid" and bad["node_id"] == 1 and f"{name} " in bad["reason"], bad
+    assert "differ from what the method sends" in bad["reason"]
+    assert json.loads(out.rows.params.iloc[0])["flower"]["participants"] == [1, 2]

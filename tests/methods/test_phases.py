@@ -115,7 +115,8 @@ def test_a_server_hook_that_reads_the_data_fails_in_process_too(fg3):
 
     probe = _Peek.make(lambda ctx: ctx.view)
     run_oneshot(fg3, probe, (0,), config=TrainConfig(epochs=1), progress=False)
-    assert probe.seen[3] == PublicView(fg3.num_features, fg3.num_classes, 3, tuple(c.num_nodes for c in fg3.clients))
+    assert probe.seen[3] == PublicView(fg3.num_features, fg3.num_classes, 3, tuple(c.num_nodes for c in fg3.clients),
+                                       tuple(int(c.test_mask.sum()) for c in fg3.clients))
     assert not hasattr(probe.seen[3], "data") and not hasattr(probe.seen[3], "clients")
 
 

@@ -43,6 +43,10 @@ from pace_nb.nn.gcn import Params, gcn_forward, init_params, num_params_bytes, p
 from pace_nb.nn.training import TrainConfig
 
 Message = dict[str, Tensor]
+#: An upload's declared tensors: name → shape (:meth:`OneShotMethod.upload_shapes`); a tuple of
+#: them when a real client sends one of several layouts.
+Shape = tuple[int | str | None, ...]
+Layout = dict[str, Shape] | tuple[dict[str, Shape], ...]
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -152,6 +156,20 @@ def module_message(prefix: str, module: torch.nn.Module) -> Message:
     return {f"{prefix}.{k}": v.detach().clone() for k, v in module.state_dict().items()}
 
 
+def module_shapes(prefix: str, module: torch.nn.Module) -> dict[str, Shape]:
+    """The upload shapes of :func:`module_message` for ``module``: ``{prefix.name: shape}``."""
+    return {f"{prefix}.{k}": tuple(v.shape) for k, v in module.state_dict().items()}
+
+
+def gcn_shapes(prefix: str, num_features: int, num_classes: int, hidden: int | None) -> dict[str, Shape]:
+    """The upload shapes of a 2-layer GCN's weights (:data:`~pace_nb.nn.gcn.WEIGHT_KEYS`, PyG layout)
+    under ``prefix``; ``hidden`` ``None``: any width, the same in every layer."""
+    h: int | str = "hidden" if hidden is None else int(hidden)
+    shapes: dict[str, Shape] = {"conv1.weight": (h, num_features), "conv1.bias": (h,),
+                                "conv2.weight": (num_classes, h), "conv2.bias": (num_classes,)}
+    return {f"{prefix}.{k}": v for k, v in shapes.items()}
+
+
 M = TypeVar("M", bound=torch.nn.Module)
 
 
@@ -257,10 +275,12 @@ class OneShotMethod(Method):
     def requires(cls) -> tuple[str, ...]:
         return ("local",) if cls.uses_local else ()
 
-    def upload_shapes(self, num_features: int, num_classes: int) -> dict[str, tuple[int | None, ...]] | None:
-        """The tensors of a real client's :meth:`client_message`, from the federation's public facts:
-        name → shape (``None`` for a size that depends on the client's data); ``None`` when the
-        method declares none (a server then compares its uploads' names with the majority's)."""
+    def upload_shapes(self, num_features: int, num_classes: int, hidden: int | None = None) -> Layout | None:
+        """The tensors of a real client's :meth:`client_message`, from the federation's public facts
+        and the run's GCN width ``hidden`` (``None``: any): name → shape, a dimension ``None`` when any
+        size is possible and a string when its size depends on the client's data but is the same in
+        every tensor naming it; a tuple of such layouts when a real client sends one of several.
+        ``None`` when the method declares none (a server then compares its uploads with the majority's)."""
         return None
 
     @property

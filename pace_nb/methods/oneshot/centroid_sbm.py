@@ -112,9 +112,10 @@ class CentroidSBM(OneShotMethod):
                 "spread": torch.stack(spread), "edges": code_edges(assign, client.edge_index, len(codes)),
                 "holds": holds, "label_counts": label_counts(client, c)}
 
-    def upload_shapes(self, num_features, num_classes):
-        return {"codewords": (None, num_features), "classes": (None,), "counts": (None,), "spread": (None,),
-                "edges": (None, None), "holds": (None,), "label_counts": (num_classes,)}
+    def upload_shapes(self, num_features, num_classes, hidden=None):
+        m = "codes"  # the client's number of codewords, the same in every tensor
+        return {"codewords": (m, num_features), "classes": (m,), "counts": (m,), "spread": (m,),
+                "edges": (m, m), "holds": (m,), "label_counts": (num_classes,)}
 
     def synthesize(self, ctx, messages):
         cfg, gen = self.cfg, ctx.generator(-1, salt=6)

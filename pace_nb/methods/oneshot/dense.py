@@ -47,7 +47,7 @@ from torch import Tensor
 
 from pace_nb.core.validation import Interval, param
 from pace_nb.methods import metrics
-from pace_nb.methods.oneshot.base import OneShotMethod, is_binary, knn_graph, label_counts
+from pace_nb.methods.oneshot.base import OneShotMethod, gcn_shapes, is_binary, knn_graph, label_counts
 from pace_nb.nn.gcn import WEIGHT_KEYS, gcn_forward, propagation_matrix
 from pace_nb.methods.contract import register
 
@@ -166,6 +166,12 @@ class Dense(OneShotMethod):
             bn = {"bn.mean": pre[0].mean(0), "bn.var": pre[0].var(0, unbiased=False)}
         return {**{f"model.{n}": v for n, v in model.items()}, "counts": label_counts(client, ctx.num_classes),
                 **bn, "x.mean": client.x.float().mean(0), "binary": torch.tensor([float(is_binary(client.x))])}
+
+    def upload_shapes(self, num_features, num_classes, hidden=None):
+        h = "hidden" if hidden is None else hidden
+        bn = {"bn.mean": (h,), "bn.var": (h,)} if self.cfg.bn > 0 else {}
+        return {**gcn_shapes("model", num_features, num_classes, hidden), "counts": (num_classes,), **bn,
+                "x.mean": (num_features,), "binary": (1,)}
 
     def synthesize(self, ctx, messages):
         return None  # DENSE trains its student while generating (server_train)

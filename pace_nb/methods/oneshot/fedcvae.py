@@ -27,7 +27,8 @@ from torch import Tensor
 
 from pace_nb.core.validation import Interval, param
 from pace_nb.methods.oneshot.base import (OneShotMethod, SyntheticGraph, adam_steps, allocate, is_binary, knn_graph,
-                                          label_counts, load_module, mlp, module_message)
+                                          label_counts, load_module, mlp, module_message, module_shapes)
+from pace_nb.methods.phases import PublicView
 from pace_nb.methods.contract import register
 
 
@@ -88,6 +89,10 @@ class FedCVAE(OneShotMethod):
         adam_steps(list(enc.parameters()) + list(dec.parameters()), loss, cfg.epochs, cfg.lr)
         return {**module_message("decoder", dec), "counts": label_counts(client, c),
                 "binary": torch.tensor([float(binary)])}
+
+    def upload_shapes(self, num_features, num_classes, hidden=None):
+        dec = self.decoder(PublicView(num_features, num_classes, 0), 0)
+        return {**module_shapes("decoder", dec), "counts": (num_classes,), "binary": (1,)}
 
     def synthesize(self, ctx, messages):
         c, cfg = ctx.num_classes, self.cfg

@@ -72,7 +72,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.core.validation import Interval, Options, param
-from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, adam_steps, is_binary, knn_graph, mlp
+from pace_nb.methods.oneshot.base import OneShotMethod, SyntheticGraph, adam_steps, gcn_shapes, is_binary, knn_graph, mlp
 from pace_nb.methods.oneshot.dense import kd_loss
 from pace_nb.nn.gcn import WEIGHT_KEYS, gcn_forward, propagation_matrix
 from pace_nb.methods.contract import register
@@ -242,6 +242,13 @@ class FedSD2C(OneShotMethod):
                 z0 = torch.randn(len(core), cfg.ae_latent, generator=gen)
         _, xs = synthesize_distillates(theta, ae.decode, z0, h[core], y[core], steps=cfg.steps, lr=cfg.lr, r_c=cfg.r_c)
         return {"x": xs, "y": y[core].float(), **model}
+
+    def upload_shapes(self, num_features, num_classes, hidden=None):
+        """Distillates (one per core-set node) with their labels and the distiller; a client with no
+        class above ``ipc`` sends an empty set and no distiller."""
+        n = "distillates"
+        return ({"x": (n, num_features), "y": (n,), **gcn_shapes("model", num_features, num_classes, hidden)},
+                {"x": (0, num_features), "y": (0,)})
 
     def synthesize(self, ctx, messages):
         used = [m for m in messages if m["x"].shape[0] > 0]

@@ -58,7 +58,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.core.validation import Interval, param
-from pace_nb.methods.oneshot.base import OneShotMethod, adam_steps, knn_graph, load_module, module_message
+from pace_nb.methods.oneshot.base import (OneShotMethod, adam_steps, knn_graph, load_module, module_message,
+                                          module_shapes)
+from pace_nb.methods.phases import PublicView
 from pace_nb.nn.gcn import Params, dropout_mask, gcn_forward, propagation_matrix
 from pace_nb.methods.contract import register
 
@@ -224,6 +226,10 @@ class Ghost(OneShotMethod):
 
         adam_steps(gen.parameters(), loss, cfg.gen_steps, cfg.gen_lr, cfg.gen_weight_decay)
         return {**module_message("generator", gen), "nodes": torch.tensor([float(client.num_nodes)])}
+
+    def upload_shapes(self, num_features, num_classes, hidden=None):
+        gen = self.generator(PublicView(num_features, num_classes, 0), 0)
+        return {**module_shapes("generator", gen), "nodes": (1,)}
 
     def synthesize(self, ctx, messages):
         return None  # GHOST generates a fresh proxy graph at every visit (server_train)

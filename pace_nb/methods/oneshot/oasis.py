@@ -50,7 +50,9 @@ import torch.nn.functional as F
 from pace_nb.core.validation import Interval, param
 from pace_nb.methods.contract import register
 from pace_nb.methods.oneshot import oasis_losses as L
-from pace_nb.methods.oneshot.base import OneShotMethod, load_module, mlp, module_message
+from pace_nb.methods.oneshot.base import (OneShotMethod, gcn_shapes, load_module, mlp, module_message,
+                                          module_shapes)
+from pace_nb.methods.phases import PublicView
 from pace_nb.methods.oneshot.ghost import (balanced_labels, dense_adjacency, feature_loss, fgw_loss,
                                            induced_adjacency)
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, gcn_forward, propagation_matrix
@@ -179,6 +181,12 @@ class Oasis(OneShotMethod):
         teacher, codebook = self.train_codebook(ctx, k, client)
         return {**{f"teacher.{n}": v for n, v in teacher.items()}, **module_message("synth", synth),
                 "codebook": codebook, "nodes": torch.tensor([float(client.num_nodes)])}
+
+    def upload_shapes(self, num_features, num_classes, hidden=None):
+        synth = self.synthesizer(PublicView(num_features, num_classes, 0), 0)
+        h = "hidden" if hidden is None else hidden  # the codebook's tokens live in the teacher's layer 1
+        return {**gcn_shapes("teacher", num_features, num_classes, hidden), **module_shapes("synth", synth),
+                "codebook": (self.cfg.codebook_size, h), "nodes": (1,)}
 
     # -- server -------------------------------------------------------------------------------
     def synthesize(self, ctx, messages):
