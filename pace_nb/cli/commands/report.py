@@ -70,10 +70,13 @@ def run(args) -> int:
     from pace_nb.core.io import atomic_write_text, check_output_file
 
     root = repo_root()
-    if args.out is None and root is None:
+    if args.out:
+        out = Path(args.out)
+    elif root is not None:
+        out = root / "REPRODUCTION.md"
+    else:
         raise ConfigError(f"REPRODUCTION.md and the shipped results store come with a clone of the repository only "
                           f"({SHIPPED_HINT}); to report on a store pass --results DIR --out FILE")
-    out = Path(args.out) if args.out else Path(root or ".") / "REPRODUCTION.md"
     if not args.check:
         check_output_file(out, "--out")
     configs_dir = Path(args.configs) if args.configs else configs_dir_default()
