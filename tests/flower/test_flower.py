@@ -167,7 +167,8 @@ METHOD_RUNS = {
     "oasis": ({"oasis": {"synth_epochs": 5, "codebook_epochs": 5, "epochs": 3}},
               {"params": {"synth_epochs": 5, "codebook_epochs": 5, "epochs": 3}}),
     "centroid_sbm": ({}, {}),
-    "fedsd2c": ({}, {}),  # a one-shot method built from the client's Local model
+    # a one-shot method built from the client's Local model
+    "fedsd2c": ({"fedsd2c": {"steps": 5, "ae_epochs": 20}}, {"params": {"steps": 5, "ae_epochs": 20}}),
 }
 ROW_COLUMNS = [c for c in COLUMNS if c not in ("seconds", "params")]
 

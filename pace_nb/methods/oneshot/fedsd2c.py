@@ -193,6 +193,8 @@ class FedSD2C(OneShotMethod):
     paper = "Zhang et al. 2024, One-shot federated learning via synthetic distiller-distillate communication"
     uses_local = True
 
+    quick_params = {"steps": 5, "ae_epochs": 20, "mipc": 50}  # fast on a small graph (conformance checks)
+
     @dataclass(frozen=True)
     class Config:
         mode: str = param("full", Options(("full", "coreset")))
