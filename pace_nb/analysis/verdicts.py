@@ -30,6 +30,7 @@ import pandas as pd
 
 from pace_nb.analysis import causes as cz
 from pace_nb.analysis.causes import EXPLAINED, LIST_ABOVE, NOT_SIGNIFICANT, STATUSES, UNEXPLAINED
+from pace_nb.analysis.evidence import sibling
 from pace_nb.methods.registry import canonical, ranked
 
 
@@ -85,7 +86,7 @@ def verdict(table_id: str, e: pd.Series, comp: pd.DataFrame, ev: cz.Evidence | N
         i = next((j for j, lbl in enumerate(labels) if lbl.startswith(c.name + " (")), None)
         if c.parent is None or i is None:
             continue
-        p = cz.sibling(comp, e, *c.parent.of(e))
+        p = sibling(comp, e, *c.parent.of(e))
         if p is None or c.parent.of(e) in _seen or pd.isna(p["paper_mean"]):
             labels[i] += " → its row has no paper value in this table" if p is not None else \
                 " → its row is not in this table"
