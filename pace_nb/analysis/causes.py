@@ -213,10 +213,10 @@ CAUSES: tuple[Cause, ...] = (
     reduction("fednova-is-fedavg", "method identity",
               "Full-batch local training with equal epochs gives every client the same ‖a_k‖₁, so FedNova's "
               "normalised update is FedAvg's: ours is our FedAvg seed for seed, while the paper's FedNova row "
-              "differs from its own FedAvg row — the paper's FedNova is not this algorithm (an SGD-trained "
-              "FedNova is a candidate, not shown here). Where ours = our FedAvg, the entry takes the status of "
-              "our FedAvg's entry: explained by this identity when that entry is within 2 points of the paper, "
-              "else that entry's own status.",
+              "differs from its own FedAvg row — the paper's FedNova is not this algorithm (an SGD-trained FedNova "
+              "is cause `fednova-sgd`, where its evidence cell agrees). Where ours = our FedAvg, the entry takes the "
+              "status of our FedAvg's entry: explained by this identity when that entry is within 2 points of the "
+              "paper, else that entry's own status.",
               Scope(_BASELINE_TABLES, methods=("fednova",)), Parent("fedavg", relation="equal")),
     reduction("fedaux-is-local", "reduces to Local",
               "FedAux-1R with the released similarity over all parameters: after 100 local epochs the clients' "
