@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from pace_nb.analysis.spear_comparison import is_comparison
-from pace_nb.experiments.store import normalize_rows
+from pace_nb.analysis.evidence import COLLAPSED, Evidence, EvidenceCell, collapsed
 from pace_nb.methods.registry import canonical, method_label
 
 #: A cell farther from the paper than this (points) is listed with its cause.
@@ -85,51 +84,6 @@ class Scope:
         parts += ["K = " + " / ".join(map(str, self.clients))] if self.clients else []
         parts += [{1: "ours above the paper", -1: "ours below the paper", 0: "either sign"}[self.sign]]
         return "; ".join(parts)
-
-
-class Evidence:
-    """What the store holds, for the causes' checks: its pooled protocol rows (per seed) and every
-    table's comparison frame (:func:`~pace_nb.analysis.tables.build_tables`)."""
-
-    def __init__(self, rows: pd.DataFrame | None, comps: Mapping[str, pd.DataFrame]):
-        r = normalize_rows(rows) if rows is not None and len(rows) else None
-        if r is not None:
-            r = r[(r["receiver"] == -1) & ~is_comparison(r)]
-            r = r.assign(method=r["method"].map(canonical), beta=r["beta"].fillna(-1.0))
-        self.rows, self.comps = r, comps
-
-    def setting(self, e: pd.Series, method: str, variant: str) -> pd.DataFrame | None:
-        """Our pooled rows of ``method``/``variant`` in entry ``e``'s setting (dataset, partition, K, β)."""
-        r = self.rows
-        if r is None:
-            return None
-        beta = -1.0 if e["beta"] != e["beta"] else float(e["beta"])
-        return r[(r["dataset"] == e["dataset"]) & (r["partition"] == e["partition"])
-                 & (r["num_clients"] == int(e["num_clients"])) & ((r["beta"] - beta).abs() < 1e-9)
-                 & (r["method"] == method) & (r["variant"] == variant)]
-
-    def seeds(self, e: pd.Series, method: str, variant: str, metric: str) -> pd.Series:
-        """Our per-seed values of ``metric`` for ``method``/``variant`` in entry ``e``'s setting."""
-        sel = self.setting(e, method, variant)
-        if sel is None or metric not in sel.columns:
-            return pd.Series(dtype=float)
-        return sel.groupby("seed")[metric].mean().dropna()
-
-    def sibling(self, table_id: str, e: pd.Series, method: str, variant: str) -> pd.Series | None:
-        """The entry of the same table and column (dataset, metric, setting) for another method."""
-        comp = self.comps.get(str(table_id))
-        return None if comp is None else sibling(comp, e, method, variant)
-
-
-def sibling(comp: pd.DataFrame, e: pd.Series, method: str, variant: str) -> pd.Series | None:
-    """The entry of ``comp`` in ``e``'s column (dataset, metric, setting) for ``method``/``variant``."""
-    if comp.empty:
-        return None
-    same_beta = (comp["beta"].isna() & (e["beta"] != e["beta"])) | ((comp["beta"] - e["beta"]).abs() < 1e-9)
-    hit = comp[(comp["dataset"] == e["dataset"]) & (comp["metric"] == e["metric"])
-               & (comp["partition"] == e["partition"]) & (comp["num_clients"] == e["num_clients"]) & same_beta
-               & (comp["method"].map(canonical) == method) & (comp["variant"] == variant)]
-    return hit.iloc[0] if len(hit) else None
 
 
 Check = Callable[[Evidence, str, pd.Series], "str | None"]
@@ -249,46 +203,20 @@ def reduction(name: str, kind: str, text: str, scope: Scope, parent: Parent) -> 
     return Cause(name, kind, text, scope, check, parent)
 
 
-def stored_variant(method: str, param: str, value: float) -> Check:
-    """Evidence that the store holds rows of ``method`` run with ``param = value`` in the entry's
-    setting (a diagnostic cell: same dataset, partition, K and β; no such cell, no cause) and that the
-    paper's value lies between those rows' mean and ours."""
-    import json
-
-    def check(ev: Evidence, table_id: str, e: pd.Series) -> str | None:
-        sel = ev.setting(e, method, str(e["variant"]))
-        if sel is None:
-            return None
-        hit = sel[sel["params"].map(lambda p: _param(json, p, param) == value)]
-        if hit.empty or str(e["metric"]) not in hit:
-            return None
-        alt = float(hit[str(e["metric"])].mean())
-        lo, hi = sorted((alt, float(e["ours_mean"])))
-        if not lo <= float(e["paper_mean"]) <= hi:
-            return None
-        return f"{param} = {value:g}: {alt:.2f} over {hit['seed'].nunique()} seeds (store)"
-
-    return check
-
-
-def _param(json, text, name):
-    try:
-        obj = json.loads(text) if isinstance(text, str) and text else {}
-    except ValueError:
-        return None
-    return obj.get(name) if isinstance(obj, dict) else None
-
-
 _BASELINE_TABLES = ("1", "7", "8", "9", "10", "11", "12")
+#: The tables with entries of Louvain K = 10, the setting of the evidence cells (configs/pace_evidence.toml).
+_K10_TABLES = ("1", "7", "10")
+#: FedRCL's evidence grid (configs/pace_evidence.toml): weight × τ, the released (1, 0.05) included.
+FEDRCL_GRID: tuple[dict[str, float], ...] = tuple({"weight": w, "tau": t} for w in (1.0, 10.0) for t in (0.05, 0.5))
 #: The declared causes (docs/DESIGN.md §12); each applies only inside its scope and with its evidence.
 CAUSES: tuple[Cause, ...] = (
     reduction("fednova-is-fedavg", "method identity",
               "Full-batch local training with equal epochs gives every client the same ‖a_k‖₁, so FedNova's "
               "normalised update is FedAvg's: ours is our FedAvg seed for seed, while the paper's FedNova row "
-              "differs from its own FedAvg row — the paper's FedNova is not this algorithm (an SGD-trained "
-              "FedNova is a candidate, not shown here). Where ours = our FedAvg, the entry takes the status of "
-              "our FedAvg's entry: explained by this identity when that entry is within 2 points of the paper, "
-              "else that entry's own status.",
+              "differs from its own FedAvg row — the paper's FedNova is not this algorithm (an SGD-trained FedNova "
+              "is cause `fednova-sgd`, where its evidence cell agrees). Where ours = our FedAvg, the entry takes the "
+              "status of our FedAvg's entry: explained by this identity when that entry is within 2 points of the "
+              "paper, else that entry's own status.",
               Scope(_BASELINE_TABLES, methods=("fednova",)), Parent("fedavg", relation="equal")),
     reduction("fedaux-is-local", "reduces to Local",
               "FedAux-1R with the released similarity over all parameters: after 100 local epochs the clients' "
@@ -304,12 +232,33 @@ CAUSES: tuple[Cause, ...] = (
           Scope(("7",), variants=("cnll",), sign=1),
           against_reference("local", "not_below", ref_variant="native", paper_side=-1)),
     Cause("fedprox-mu", "hyperparameter",
-          "FedProx μ: ours uses OpenFGL's μ = 1e-3; under Adam with weight decay 5e-4 a weight without CE "
-          "signal settles near μ/(μ + wd)·W0, so μ = 1e-2 keeps more of W0 and scores lower on PubMed. Applies "
-          "where a stored μ = 1e-2 cell of that setting brackets the paper's value with ours.",
-          Scope(("1", "7", "8", "9", "10"), methods=("fedprox",), datasets=("PubMed",), partitions=("louvain",),
-                sign=1),
-          stored_variant("fedprox", "mu", 0.01)),
+          "FedProx μ: ours uses OpenFGL's μ = 1e-3; under Adam with weight decay 5e-4 a weight without CE signal "
+          "settles near μ/(μ + wd)·W0, so μ sets how much of W0 survives, and the FedProx note's μ = 1e-2 is the "
+          "other value of FedProx's grid in question. Applies where the μ = 1e-2 evidence cell of the entry's "
+          "setting reproduces the paper's value (the evidence rule).",
+          Scope(_K10_TABLES, methods=("fedprox",), partitions=("louvain",), clients=(10,)),
+          EvidenceCell("fedprox", ({"mu": 0.01},))),
+    Cause("fednova-sgd", "hyperparameter",
+          "FedNova with local momentum SGD (the FedNova paper's local solver, ρ = 0.9, with its momentum ‖a_k‖₁) "
+          "instead of the matched Adam: at the matched learning rate 100 full-batch SGD steps leave the model "
+          "near its initialisation. Applies where the `fednova_sgd` evidence cell of the entry's setting "
+          "reproduces the paper's FedNova value (the evidence rule).",
+          Scope(_K10_TABLES, methods=("fednova",), partitions=("louvain",), clients=(10,)),
+          EvidenceCell("fednova_sgd", ({},))),
+    Cause("fedpub-depth", "hyperparameter",
+          "FedPub's depth: ours is OpenFGL's 3-layer masked model, the PACE paper says every method uses the "
+          "matched 2-layer GCN. Applies where the `layers = 2` evidence cell of the entry's setting reproduces "
+          "the paper's value (the evidence rule).",
+          Scope(_K10_TABLES, methods=("fedpub",), partitions=("louvain",), clients=(10,)),
+          EvidenceCell("fedpub", ({"layers": 2},))),
+    Cause("fedrcl-collapse", "hyperparameter",
+          "FedRCL's weight and τ: the paper's FedRCL rows score at the majority-class level (e.g. CS macro-F1 "
+          "2.97), ours above it. Applies where a point of the evidence grid (weight 1 / 10 × τ 0.05 / 0.5) in "
+          "the entry's setting reproduces the paper's value (the evidence rule) with its predictions collapsed "
+          f"(predicted-class entropy ≤ {COLLAPSED:g} of log C).",
+          Scope(_K10_TABLES, methods=("fedrcl",), datasets=("CiteSeer", "PubMed", "CS"), partitions=("louvain",),
+                clients=(10,), sign=1),
+          EvidenceCell("fedrcl", FEDRCL_GRID, collapsed)),
 )
 
 

@@ -26,7 +26,8 @@ def fednova_note(paper: pd.DataFrame) -> str:
              + (" W-F1" if i == 0 else "") for i, d in enumerate(quoted)]
     return ("FedNova: full-batch local training with equal epochs (FedNova's ‖a_k‖₁ normaliser per client); the "
             f"paper's FedNova{' (' + ', '.join(cells) + ')' if cells else ''} is near majority-class prediction. "
-            "The diagnostic `fednova_sgd` (local momentum SGD) is selectable; no cell of it is stored.")
+            "The diagnostic `fednova_sgd` (local momentum SGD) is selectable; its Louvain K = 10 cells are evidence "
+            "cells (`configs/pace_evidence.toml`).")
 
 
 def render_notes(table) -> tuple[str, ...]:
@@ -41,7 +42,7 @@ PACE_BASELINE_NOTES: tuple[Note, ...] = (
     fednova_note,
     "FedRCL: the released loss (pre-ReLU layer-1 features, hardest positive vs two hardest negatives, "
     "τ = 0.05, relaxation above 0.7); the one-round FedAvg aggregate of RCL-trained clients.",
-    "FedProx: μ = 1e-3 (OpenFGL's value; `mu=0.01` selectable).",
+    "FedProx: μ = 1e-3 (OpenFGL's value; `mu=0.01` selectable, its Louvain K = 10 cells are evidence cells).",
     "FedPub: OpenFGL's model (masked GCN F→64, GCN 64→64, masked linear 64→C), embedding = mean conv2 "
     "output on the shared proxy graph, L1 without gradient; the similarity diagonal S_ii is in each row's "
     "params (`similarity_diag`); `layers=2` is the 2-layer variant.",

@@ -18,6 +18,7 @@ from pace_nb.analysis import verdicts as vd
 from pace_nb.analysis.causes import LIST_ABOVE
 from pace_nb.analysis.draws import DRAW_TABLES, DRAWS_FOLDER, data_seeds, draw_spread, split_draws
 from pace_nb.analysis.draws_table import draws_table
+from pace_nb.analysis.evidence import EVIDENCE_FOLDER
 from pace_nb.analysis.tables import NOT_RUN, build_tables, canonical_method, render_markdown
 from pace_nb.analysis.spear_comparison import comparison_label, is_comparison
 
@@ -148,7 +149,7 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
     ``configs``: config name → the cells it expands to (``Cell.describe()`` dicts); ``cell_rows``:
     rows with a ``cell`` column (per-cell timing; optional); ``draws``: data seed → rows of other
     mask draws of some settings (:func:`~pace_nb.analysis.draws.split_draws`), ``draw_cells``
-    their cells (counted for their config only)."""
+    their cells and the evidence cells (counted for their configs only)."""
     an = analysis if analysis is not None else analyse(rows, tables, draws)
     comps, far_frame = an.comps, an.far
     out = ["# Reproduction report: PACE and SPEAR", "",
@@ -240,12 +241,13 @@ class Analysis:
 
 
 def analyse(rows: pd.DataFrame, tables: Sequence[str] | None = None,
-            draws: Mapping[int, pd.DataFrame] | None = None) -> Analysis:
-    """:class:`Analysis` of a store's rows and its other draws (data seed → rows)."""
+            draws: Mapping[int, pd.DataFrame] | None = None, evidence: pd.DataFrame | None = None) -> Analysis:
+    """:class:`Analysis` of a store's rows, its other draws (data seed → rows) and its evidence cells'
+    rows (``evidence``: :mod:`pace_nb.analysis.evidence`; without them no cause that waits for one applies)."""
     comps = build_tables(rows if len(rows) else None, list(tables) if tables else None)
     drawn = [t for t in comps if t in DRAW_TABLES]  # each draw's tables, built once
     draw_comps = {s: build_tables(r, drawn) for s, r in (draws or {}).items()} if drawn else {}
-    ev = cz.Evidence(rows if len(rows) else None, comps)
+    ev = cz.Evidence(rows if len(rows) else None, comps, evidence)
     spreads = {tid: draw_spread(tid, comp, {s: c[tid] for s, c in draw_comps.items() if tid in c})
                for tid, comp in comps.items()}
     far = [far_cells(tid, comp, spread=spreads[tid], evidence=ev) for tid, comp in comps.items()]
@@ -307,12 +309,22 @@ def _store_cells(store) -> pd.DataFrame:
     return cells
 
 
-def _draws_store(store):
-    """The mask draws' store, ``<store>/draws`` (:data:`~pace_nb.analysis.draws.DRAWS_FOLDER`), or None."""
+def _sub_store(store, folder: str):
+    """The results store of its own under ``<store>/<folder>``, or None when it holds no cells."""
     from pace_nb.experiments.store import ResultsStore
 
-    root = store.root / DRAWS_FOLDER
+    root = store.root / folder
     return ResultsStore.for_reading(root) if (root / "cells").is_dir() else None
+
+
+def _draws_store(store):
+    """The mask draws' store, ``<store>/draws`` (:data:`~pace_nb.analysis.draws.DRAWS_FOLDER`), or None."""
+    return _sub_store(store, DRAWS_FOLDER)
+
+
+def _evidence_store(store):
+    """The evidence cells' store, ``<store>/evidence`` (:data:`~pace_nb.analysis.evidence.EVIDENCE_FOLDER`), or None."""
+    return _sub_store(store, EVIDENCE_FOLDER)
 
 
 def _concat_cells(*frames: pd.DataFrame | None) -> pd.DataFrame:
@@ -323,7 +335,7 @@ def _concat_cells(*frames: pd.DataFrame | None) -> pd.DataFrame:
 
 def report_from_store(store, config_paths: Sequence = (), tables: Sequence[str] | None = None) -> str:
     """:func:`build_report` of a :class:`~pace_nb.experiments.store.ResultsStore` (and its mask draws,
-    ``<store>/draws``) and config files."""
+    ``<store>/draws``, and evidence cells, ``<store>/evidence``) and config files."""
     return report_and_analysis(store, config_paths, tables)[0]
 
 
@@ -336,14 +348,14 @@ def report_and_analysis(store, config_paths: Sequence = (), tables: Sequence[str
 
     frames = [store.rows_of(k).assign(cell=k) for k in store.keys()]
     cell_rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["cell", "receiver"])
-    rows, dstore = store.load(), _draws_store(store)
+    rows, dstore, estore = store.load(), _draws_store(store), _evidence_store(store)
     draws = {}
     if dstore is not None:
         protocol = rows[(rows["method"] != "spear") & ~is_comparison(rows)] if len(rows) else rows
         draws = split_draws(dstore.load(), exclude=set(data_seeds(protocol)) if len(protocol) else set())
-    an = analyse(rows, tables, draws)
+    an = analyse(rows, tables, draws, estore.load() if estore is not None else None)
+    others = _concat_cells(*(_store_cells(s) for s in (dstore, estore) if s is not None))
     text = build_report(rows, _store_cells(store), config_cells(config_paths), store_label=label or store_label(store.root),
-                        cell_rows=cell_rows, tables=tables, draws=draws,
-                        draw_cells=_store_cells(dstore) if dstore is not None else None, analysis=an)
+                        cell_rows=cell_rows, tables=tables, draws=draws, draw_cells=others, analysis=an)
     return text, an
 

@@ -30,6 +30,7 @@ import pandas as pd
 
 from pace_nb.analysis import causes as cz
 from pace_nb.analysis.causes import EXPLAINED, LIST_ABOVE, NOT_SIGNIFICANT, STATUSES, UNEXPLAINED
+from pace_nb.analysis.evidence import sibling
 from pace_nb.methods.registry import canonical, ranked
 
 
@@ -85,7 +86,7 @@ def verdict(table_id: str, e: pd.Series, comp: pd.DataFrame, ev: cz.Evidence | N
         i = next((j for j, lbl in enumerate(labels) if lbl.startswith(c.name + " (")), None)
         if c.parent is None or i is None:
             continue
-        p = cz.sibling(comp, e, *c.parent.of(e))
+        p = sibling(comp, e, *c.parent.of(e))
         if p is None or c.parent.of(e) in _seen or pd.isna(p["paper_mean"]):
             labels[i] += " → its row has no paper value in this table" if p is not None else \
                 " → its row is not in this table"
@@ -152,7 +153,9 @@ def legend() -> str:
     return ("Status: \"explained\" when a cause that explains is shown for that entry — a declared cause (the "
             "`Cause` footnotes under the tables: each names the tables, methods, variants, datasets, partitions, "
             "client counts and sign of the gap it is written for, and applies only where its evidence is found "
-            "in the store for that entry, quoted in brackets) or \"mask draw\" (Louvain, METIS) / \"partition "
+            "in the store for that entry, quoted in brackets; one that waits for an evidence cell of "
+            "`configs/pace_evidence.toml` only where that cell, in the store's `evidence/` folder, closes at least "
+            f"half the gap and comes within {LIST_ABOVE:g} points or 2 standard errors of the paper) or \"mask draw\" (Louvain, METIS) / \"partition "
             f"draw\" (Dirichlet) when the paper's value lies inside the range of at least {cz.DRAW_CAUSE_MIN} of "
             "our stored draws of that setting (no interval beyond them); an entry whose mechanism reduces it to "
             "another row of its table (method identity, reduces to Local: \"→\") takes that row's status "

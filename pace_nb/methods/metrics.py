@@ -51,6 +51,20 @@ def scores(y_true, y_pred, num_classes: int) -> dict[str, float]:
     }
 
 
+def predicted_class_entropy(y_pred, num_classes: int) -> float:
+    """Entropy of the predicted-class shares over ``log(num_classes)``, in [0, 1]: 0 when every node
+    gets one class (a constant, e.g. majority-class, predictor), 1 when all classes are predicted
+    equally often. No labels are read. NaN for no nodes."""
+    yp = np.asarray(y_pred.cpu() if hasattr(y_pred, "cpu") else y_pred).reshape(-1)
+    if num_classes < 2:
+        raise ConfigError(f"predicted-class entropy needs at least 2 classes, got {num_classes}")
+    if not yp.size:
+        return float("nan")
+    share = np.bincount(yp.astype(np.int64), minlength=num_classes) / yp.size
+    share = share[share > 0]
+    return float(-(share * np.log(share)).sum() / np.log(num_classes))
+
+
 @dataclass(frozen=True)
 class PairedInterval:
     """Mean paired difference ``a − b`` with its two-sided t confidence interval."""

@@ -229,3 +229,27 @@ def test_report_reads_the_mask_draws_of_the_store(tmp_path):
     assert "(1 cells," in text  # the draws are not counted as the main store's cells
     readme = store_readme.readme_from_store(store, [cfg])
     assert "`d1`" in readme and "draws/" in readme
+
+
+def _dirichlet(offset: dict[str, float], data_seed: int) -> pd.DataFrame:
+    """Table 12 Cora rows of FedAvg / FedProx whose accuracy means are the paper's value + offset."""
+    paper = paper_values("pace", table="12", dataset="Cora", metric="acc").set_index("method")["value"]
+    rows = make_rows(dataset="Cora", partition="dirichlet", num_clients=10, receivers=False, base=0.0,
+                     methods={(m, "native", 0): float(paper[m]) + off - 0.3 for m, off in offset.items()})
+    return rows.assign(beta=0.5, params=json.dumps({"beta": 0.5, "data": {"seed": data_seed, "scheme": "dirichlet"}}))
+
+
+def test_a_partition_draw_applies_only_to_methods_whose_draws_are_stored():
+    """FedAvg's and FedProx's Table 12 entries are 5 points above the paper; four more partition draws are
+    stored for FedAvg only (paper − 1 … paper + 2): FedAvg's entry is a partition draw, FedProx's stays
+    unexplained."""
+    main = _dirichlet({"fedavg": 5.0, "fedprox": 5.0}, 2024)
+    draws = {s: _dirichlet({"fedavg": off}, s) for s, off in ((2025, -1.0), (2026, 0.5), (2027, 2.0), (2028, 1.0))}
+    far = report.analyse(main, ["12"], draws).far
+    acc = far[far["col"] == "Cora Acc"].set_index("row")
+    assert acc.loc["FedAvg", "status"] == "explained" and acc.loc["FedAvg", "kinds"] == ("partition draw",)
+    assert acc.loc["FedAvg", "draws"].endswith("(5)")
+    assert acc.loc["FedProx", "status"] == "unexplained" and acc.loc["FedProx", "draws"] == ""
+    # three draws of FedAvg (4 with the main one): too few for the cause
+    few = report.analyse(main, ["12"], dict(list(draws.items())[:3])).far
+    assert few[(few["col"] == "Cora Acc") & (few["row"] == "FedAvg")]["status"].item() == "unexplained"

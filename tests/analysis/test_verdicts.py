@@ -2,7 +2,6 @@
 distinct measurements and the count line — on hand-built frames, independent of the shipped store."""
 from __future__ import annotations
 
-import json
 import math
 
 import pandas as pd
@@ -115,21 +114,3 @@ def test_count_line_entries_and_measurements_by_status():
                                       "every kind it carries: the kinds add to 3 over 2 explained entries).")
     empty = pd.DataFrame(columns=["status", "kinds", "measurement"])
     assert vd.count_line(empty).startswith("**Entries more than 2 points off: 0 (0 distinct measurements); explained: 0")
-
-
-def test_a_stored_variant_applies_only_where_its_cell_is_stored():
-    cause = cz.Cause("mu", "hyperparameter", "t", cz.Scope(("1",)), cz.stored_variant("fedprox", "mu", 0.01))
-    e = pd.Series(_e("fedprox", 75.3, 72.0, dataset="PubMed"))
-
-    def rows(**where):
-        r = make_rows(dataset="PubMed", num_clients=10, receivers=False, base=0.0,
-                      methods={("fedprox", "native", 0): 70.0})
-        return r.assign(**{"params": json.dumps({"mu": 0.01}), **where})
-
-    ev = cz.Evidence(rows(), {})
-    assert cz.entry_causes("1", e, ev, [cause]) == [("hyperparameter", "mu (mu = 0.01: 70.30 over 5 seeds (store))")]
-    for elsewhere in (dict(dataset="Cora"), dict(num_clients=20), dict(partition="metis"),
-                      dict(params=json.dumps({"mu": 0.001})), dict(beta=0.5)):
-        assert cz.entry_causes("1", e, cz.Evidence(rows(**elsewhere), {}), [cause]) == [], elsewhere
-    assert cz.entry_causes("1", e, cz.Evidence(None, {}), [cause]) == []  # no store, no evidence
-    assert cz.entry_causes("1", pd.Series({**e, "paper_mean": 69.0, "diff": 6.3}), ev, [cause]) == []  # not between

@@ -225,3 +225,21 @@ def test_no_hyperparameter_shadows_a_setting_key(fg):
     rows = normalize_rows(__import__("pandas").DataFrame(run_federated(
         fg, "fedrcl", (SEED,), 1, 2, config=TrainConfig(epochs=2), device="cpu", progress=False)))
     assert rows["beta"].isna().all()
+
+
+def test_fedrcl_records_the_predicted_class_entropy_of_its_returned_model(fg):
+    """Every FedRCL run records, per seed, the normalised entropy of its returned model's predicted
+    classes over the clients' nodes: what tells a majority-class-level row from another."""
+    from pace_nb.methods.metrics import predicted_class_entropy
+    from pace_nb.nn.training import batched_logits
+
+    seeds = (SEED, SEED + 1)
+    run = train_federated(fg, "fedrcl", 1, 3, seeds, config=TrainConfig(epochs=3), device="cpu", progress=False)
+    ent = run.params["pred_entropy"]
+    assert len(ent) == len(seeds) and all(0.0 <= e <= 1.0 for e in ent)
+    k_n = fg.num_clients
+    for s in range(len(seeds)):
+        models = {n: v[s * k_n:(s + 1) * k_n] for n, v in run.returned.items()}
+        pred = torch.cat([z.argmax(-1) for z in batched_logits(models, fg.clients, list(range(k_n)))])
+        assert ent[s] == pytest.approx(predicted_class_entropy(pred, fg.num_classes), abs=1e-6)
+    assert json.loads(json.dumps(run.params))["pred_entropy"] == ent  # stored in the rows' params as is

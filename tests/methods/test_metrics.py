@@ -51,3 +51,13 @@ def test_win_tie_loss():
     assert metrics.win_tie_loss([1.0, 1.005, 0.5, 2.0], [0.9, 1.0, 0.6, 2.0], tol=0.01) == (1, 2, 1)
     with pytest.raises(ConfigError):
         metrics.win_tie_loss([1], [1], tol=-1)
+
+
+def test_predicted_class_entropy_is_zero_for_one_class_and_one_for_uniform():
+    assert metrics.predicted_class_entropy(np.full(20, 2), 4) == 0.0  # a majority-class predictor
+    assert metrics.predicted_class_entropy(np.arange(8) % 4, 4) == pytest.approx(1.0)
+    # two classes of four, equally often: log 2 / log 4
+    assert metrics.predicted_class_entropy(np.array([0, 1, 0, 1]), 4) == pytest.approx(0.5)
+    assert np.isnan(metrics.predicted_class_entropy(np.array([], dtype=int), 4))
+    with pytest.raises(ConfigError):
+        metrics.predicted_class_entropy(np.zeros(3, dtype=int), 1)

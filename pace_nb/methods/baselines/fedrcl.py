@@ -17,6 +17,12 @@ both averaged over the anchors, weights 1 and 1. Server: FedAvg. One-round adapt
 local epochs from W0 with this objective (Adam as every matched control; the released
 SGD, gradient clipping and multi-block branches do not apply to a 2-layer GCN), one upload,
 one size-weighted return.
+
+Each run records in its params ``pred_entropy``: per seed, the entropy of the returned model's
+predicted-class shares over every node of every client's subgraph, over ``log C``
+(:func:`~pace_nb.methods.metrics.predicted_class_entropy`; 0 = one class for every node, a
+majority-class-level predictor; no labels read), so a row that scores at the majority-class level
+can be told from one that does not.
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext
 from pace_nb.methods.baselines.fedavg import WEIGHTINGS, FedAvg
 from pace_nb.methods.contract import register
+from pace_nb.methods.metrics import predicted_class_entropy
 
 
 def rcl_loss(feat: Tensor, y: Tensor, tau: float = 0.05, threshold: float = 0.7, topk_neg: int = 2,
@@ -89,3 +96,21 @@ class FedRCL(FedAvg):
             total = total + rcl_loss(feat[tm], c.y.to(feat.device)[tm], self.cfg.tau, self.cfg.threshold,
                                      self.cfg.topk_neg, self.cfg.relax_weight)
         return self.cfg.weight * total
+
+    @torch.no_grad()
+    def after_round(self, ctx: FedContext, trained, returned) -> None:
+        if ctx.round != ctx.rounds - 1:
+            return
+        from pace_nb.nn.training import batched_logits
+
+        k_n, ent = ctx.num_clients, []
+        for s in range(ctx.num_seeds):
+            models = {n: v[s * k_n:(s + 1) * k_n] for n, v in returned.items()}
+            logits = batched_logits(models, ctx.fg.clients, list(range(k_n)), device=ctx.device)
+            pred = torch.cat([z.argmax(-1) for z in logits])
+            ent.append(round(predicted_class_entropy(pred, ctx.fg.num_classes), 6))
+        ctx.state["pred_entropy"] = ent
+
+    def diagnostics(self, ctx: FedContext) -> dict:
+        """``pred_entropy[s]``: the normalised predicted-class entropy of seed s's returned model (module doc)."""
+        return {"pred_entropy": ctx.state["pred_entropy"]} if "pred_entropy" in ctx.state else {}
