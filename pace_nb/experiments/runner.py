@@ -57,7 +57,8 @@ def _missing_data(cell: Cell, data_root) -> str | None:
 def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None, executor=None, *,
              dry_run: bool = False, strict: bool | None = None, data_root=None, device: str | None = None,
              progress: bool = True, runner: Callable[[Cell], pd.DataFrame] | None = None,
-             known_methods: Iterable[str] | None = None, keep_going: bool = False) -> GridReport:
+             known_methods: Iterable[str] | None = None, keep_going: bool = False,
+             start: float = 0.0) -> GridReport:
     """Run every cell of ``config`` not yet in ``store``; each result is written as it arrives.
 
     ``executor.map(fn, cells)`` (default: in-process ``map``) computes cells; ``runner``
@@ -65,6 +66,9 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
     reported "not run" unless ``strict`` (then :class:`MissingDataError` before any work).
     ``keep_going``: a cell that raises is reported "failed: <error>" and the grid goes on
     (default: the error stops the grid; finished cells stay saved either way).
+    ``start`` in [0, 1): begin at that fraction of the cells left to run and wrap around — worker i of
+    N processes on one store starts at i/N, so they claim different settings (the method groups of a
+    setting stay consecutive and share Local in each process) and meet only at the ends.
     """
     cfg = config if isinstance(config, GridConfig) else load_config(config)
     cells = expand(cfg, known_methods, data_root=data_root)
@@ -92,6 +96,8 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
             todo.append(cell)
         status[cell.key] = rec
     report = GridReport(list(status.values()))  # config order; records are updated in place
+    first = int(float(start) * len(todo)) if todo else 0
+    todo = todo[first:] + todo[:first]
     if dry_run:
         return report
     reuse = LocalReuse() if executor is None and runner is None else None  # in-process: groups share Local

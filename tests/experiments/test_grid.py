@@ -326,3 +326,47 @@ def test_two_grids_on_one_store_share_the_cells(tmp_path):
     assert {r["key"]: r["status"] for r in rep.records}[first.key] == RUNNING_ELSEWHERE
     held.release()
     assert run_grid(cfg, store2, runner=fake_runner, progress=False).count("ran") == 1
+
+
+def test_cli_grid_workers_share_one_store_and_equal_one_process(tmp_path, capsys):
+    """``--workers 2``: two single-threaded grid processes fill one store, every cell exactly once, the
+    rows those of one process (the seconds aside); settings stay whole, worker 1 starting half-way."""
+    cfg = tmp_path / "w.toml"
+    cfg.write_text('[grid]\nseeds = [1, 2]\n\n[[experiment]]\ndatasets = ["demo"]\ntrain = { epochs = 3 }\n'
+                   'partitions = ["louvain", "metis"]\nclients = [3, 4]\nmethods = ["local", "pace", "fedavg"]\n'
+                   'method_groups = [["local", "pace"], ["fedavg"]]\n')
+    env = {"PACE_NB_PROGRESS": "0"}
+    assert main(["grid", str(cfg), "--results", str(tmp_path / "one")]) == 0
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        assert main(["grid", str(cfg), "--results", str(tmp_path / "two"), "--workers", "2"]) == 0
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    out = capsys.readouterr().out
+    assert "8 cells" in out and "failed 0" in out and "planned 0" in out
+    one, two = ResultsStore(tmp_path / "one"), ResultsStore(tmp_path / "two")
+    assert sorted(two.keys()) == sorted(one.keys()) and len(two.keys()) == 8
+    key = ["dataset", "partition", "num_clients", "seed", "method", "variant", "rank", "receiver"]
+    a, b = (s.load(dedupe=False).drop(columns=["seconds"]).sort_values(key).reset_index(drop=True) for s in (one, two))
+    assert not b.duplicated(key).any()
+    pd.testing.assert_frame_equal(a, b)
+    assert main(["grid", str(cfg), "--results", str(tmp_path / "two"), "--workers", "0"]) == 2
+    assert "--workers must be >= 1" in capsys.readouterr().err
+
+
+def test_run_grid_start_rotates_the_cells_left_and_keeps_settings_whole(tmp_path):
+    """Worker i of N begins at the i/N-th cell left and wraps around: all cells once, in config order
+    from there, so a setting's method groups stay consecutive (one Local training per process)."""
+    seen = []
+
+    def record(cell):
+        seen.append(cell.key)
+        return fake_runner(cell)
+
+    cells = expand(parse_config(GRID), METHODS)
+    run_grid(parse_config(GRID), ResultsStore(tmp_path / "s"), runner=record, known_methods=METHODS, progress=False,
+             start=0.5)
+    keys = [c.key for c in cells]
+    assert seen == keys[12:] + keys[:12]
