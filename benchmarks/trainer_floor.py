@@ -21,12 +21,32 @@ one thread, best of 5; it moves 3 × 4 bytes per element). Bytes per epoch, floa
 Everything else (the dropout draws, small per-model products, kernel launches) is above the
 floor by definition, so ``measured / floor`` is the distance the issue asks for.
 
-    PACE_NB_DATA=... python3 benchmarks/trainer_floor.py [--dataset Cora] [--clients 10] [--repeat 3]
+The floor's arithmetic on the default workload (Cora, F = 1433, C = 7, H = 64, B = 50):
+|θ| = 50 · (1433·64 + 64 + 7·64 + 7) = 4.61 M values, so the parameter term is
+4 bytes · (present·64 + B·(7·64 + 7 + 64) + 8 |θ|) ≈ 152 MiB — Adam's 7 passes over θ and the gradient
+write dominate; the activations (N = 13,540 rows) add 2 · 4 · N · (5·64 + 2·7) ≈ 34 MiB and the sparse
+operands (246,080 feature non-zeros, 57,260 propagation entries per direction) ≈ 16 MiB: about
+203 MiB per epoch, i.e. ≈ 20 ms at 10 GB/s.
+
+The trainer before a change runs in the same process: ``--before REV`` unpacks ``pace_nb/nn`` of that
+git revision (``git archive``) as a frozen copy and times its ``train_models`` on the same workload,
+so the old and new trainer and the floor come from one run on one machine state. Times are CPU
+seconds of this process (``time.process_time``; best of ``--repeat``): on a shared machine the wall
+clock would count the neighbours.
+
+    PACE_NB_DATA=... python3 benchmarks/trainer_floor.py [--dataset Cora] [--clients 10] [--repeat 3] [--before 39676ed]
 """
 from __future__ import annotations
 
 import argparse
+import importlib
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def triad_bandwidth(n: int = 1 << 25, reps: int = 5) -> float:
@@ -36,9 +56,9 @@ def triad_bandwidth(n: int = 1 << 25, reps: int = 5) -> float:
     b, c, a = torch.rand(n), torch.rand(n), torch.empty(n)
     best = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         torch.add(b, c, alpha=3.0, out=a)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
     return 12 * n / best
 
 
@@ -60,21 +80,39 @@ def floor_bytes(fg, num_seeds: int, hidden: int = 64) -> dict[str, float]:
     return out
 
 
-def epoch_ms(fg, seeds, repeat: int, e1: int = 10, e2: int = 60) -> float:
-    """Best-of-``repeat`` milliseconds per epoch of the batched trainer (set-up cancelled out)."""
+def frozen_training(rev: str, into: str):
+    """``pace_nb/nn`` of git revision ``rev`` imported as the package ``nn_<rev>`` (its imports of
+    ``pace_nb.nn.*`` rewritten to itself; everything else is this checkout's ``pace_nb``)."""
+    name = "nn_" + "".join(ch for ch in rev if ch.isalnum())
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "pace_nb/nn"], capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    src, dst = Path(into) / "pace_nb" / "nn", Path(into) / name
+    dst.mkdir()
+    for f in src.glob("*.py"):
+        (dst / f.name).write_text(f.read_text().replace("pace_nb.nn.", f"{name}.").replace("pace_nb.nn ", f"{name} "))
+    sys.path.insert(0, into)
+    return importlib.import_module(f"{name}.training")
+
+
+def epoch_ms(fg, seeds, repeat: int, training=None, e1: int = 10, e2: int = 60) -> float:
+    """Best-of-``repeat`` CPU milliseconds per epoch of ``training.train_models`` (default: this
+    checkout's trainer; set-up cancelled out)."""
     from pace_nb.core.config import model_seed
     from pace_nb.nn.gcn import init_params, stack_params
-    from pace_nb.nn.training import TrainConfig, train_models
 
+    if training is None:
+        from pace_nb.nn import training
     k = fg.num_clients
     init = stack_params([init_params(fg.num_features, fg.num_classes, 64, s) for s in seeds for _ in range(k)])
     mseeds = [model_seed(s, i) for s in seeds for i in range(k)]
     client_of = [i for _ in seeds for i in range(k)]
 
     def run(epochs: int) -> float:
-        t0 = time.perf_counter()
-        train_models(fg.clients, init, mseeds, client_of, TrainConfig(epochs=epochs), device="cpu", progress=False)
-        return time.perf_counter() - t0
+        t0 = time.process_time()
+        training.train_models(fg.clients, init, mseeds, client_of, training.TrainConfig(epochs=epochs), device="cpu",
+                              progress=False)
+        return time.process_time() - t0
 
     run(2)  # warm-up
     best = float("inf")
@@ -94,20 +132,33 @@ def main(argv=None) -> int:
     ap.add_argument("--partition", default="louvain")
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--before", default="39676ed", help="git revision of the old trainer ('' to skip; default %(default)s)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     fg = build_federated(args.dataset, scheme=args.partition, num_clients=args.clients, seed=2024)
     seeds = tuple(PAPER_SEEDS)
     bw = triad_bandwidth()
     fb = floor_bytes(fg, len(seeds))
-    ms = epoch_ms(fg, seeds, args.repeat)
+    with tempfile.TemporaryDirectory() as tmp:
+        old = frozen_training(args.before, tmp) if args.before else None
+        times = {}
+        for _ in range(2):  # alternate old and new twice, keep each one's best
+            for label, mod in (("before " + args.before, old), ("now", None)):
+                if label.startswith("before") and mod is None:
+                    continue
+                ms = epoch_ms(fg, seeds, args.repeat, mod)
+                times[label] = min(times.get(label, ms), ms)
     floor_ms = 1000 * fb["total"] / bw
     print(f"{args.dataset} {args.partition} K={args.clients} × {len(seeds)} seeds = {args.clients * len(seeds)} models, "
-          f"1 thread")
+          f"1 thread, CPU time")
     print(f"  bandwidth (triad, measured now): {bw / 1e9:.1f} GB/s")
     for key, v in fb.items():
         print(f"  floor bytes, {key:<16} {v / 2**20:8.1f} MiB  → {1000 * v / bw:6.2f} ms")
-    print(f"  measured: {ms:.2f} ms per epoch; floor {floor_ms:.2f} ms; measured / floor = {ms / floor_ms:.2f}")
+    for label, ms in times.items():
+        print(f"  trainer {label:<16} {ms:7.2f} ms per epoch; floor {floor_ms:.2f} ms; measured / floor = {ms / floor_ms:.2f}")
+    if len(times) == 2:
+        (b, t_b), (_, t_a) = times.items()
+        print(f"  {b} / now = {t_b / t_a:.2f}×")
     return 0
 
 
