@@ -37,8 +37,8 @@ from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.methods import metrics
 from pace_nb.methods.evaluation import federation_fields, make_row
 from pace_nb.methods.pace.lowrank import dense_carriers, deserialize, reconstruct, serialize
-from pace_nb.methods.contract import Method
-from pace_nb.methods.phases import Failure, PublicView, split_uploads
+from pace_nb.methods.contract import OneRoundMethod
+from pace_nb.methods.phases import Failure, PublicView, Round, ServerResult, Upload, UploadSpec, split_uploads
 from pace_nb.nn.gcn import Params, gcn_forward, init_params, num_params_bytes, propagation_matrix
 from pace_nb.nn.training import TrainConfig
 
@@ -258,8 +258,9 @@ class OneShotContext:
 # ----------------------------------------------------------------------------- the mechanism
 
 
-class OneShotMethod(Method):
-    """The one-upload mechanism (a :class:`~pace_nb.methods.contract.Method`). Subclasses set
+class OneShotMethod(OneRoundMethod):
+    """The one-upload mechanism (a :class:`~pace_nb.methods.contract.OneRoundMethod` whose round hooks
+    are :func:`client_phase`, :func:`server_phase` and :func:`oneshot_row`). Subclasses set
     ``name``/``label``/``paper``/``colour``/``marker``, a frozen ``Config`` with the original
     paper's (or code's) defaults and checks on each field (``param``), and the hooks."""
 
@@ -309,6 +310,33 @@ class OneShotMethod(Method):
         """Evaluation: JSON-able readings recorded in the row's params after the server phase, on the
         evaluation graph ``fg`` (the complete graph the global model is scored on; default: none)."""
         return {}
+
+    # -- the round hooks (OneRoundMethod), over the three above -----------------------------------
+    def context(self, rnd: Round, local: list[Params] | None = None) -> OneShotContext:
+        """The hooks' context of round ``rnd`` (``local``: the clients' Local models, where known)."""
+        return OneShotContext(rnd.view, rnd.seed, rnd.config, resolve_device(rnd.device), local)
+
+    def client_upload(self, rnd: Round, client: ClientGraph, local: Params | None = None) -> Upload:
+        models: list[Any] | None = None
+        if self.uses_local:
+            models = [None] * rnd.view.num_clients
+            models[client.index] = local
+        return Upload(client_phase(self, self.context(rnd, models), client.index, client))
+
+    def upload_spec(self, config: TrainConfig, view: PublicView | None, client: int) -> UploadSpec:
+        shapes = self.upload_shapes(view.num_features, view.num_classes, config.hidden) if view is not None else None
+        return UploadSpec("carriers", shapes=shapes, bounds=self.max_upload_value, empty_ok=True)
+
+    def server_aggregate(self, rnd: Round, uploads: Sequence[tuple[int, bytes]],
+                         failures: Sequence[Failure] = ()) -> ServerResult:
+        ctx = self.context(rnd)
+        theta, graph = server_phase(self, ctx, uploads, failures)
+        return ServerResult(state=(ctx, theta, graph))
+
+    def graph_rows(self, rnd: Round, state: Any, graph: Any, up: Sequence[int], client_seconds: float,
+                   server_seconds: float) -> list[dict[str, Any]]:
+        ctx, theta, synthetic = state
+        return [oneshot_row(graph, self, ctx, theta, synthetic, up, client_seconds, server_seconds)]
 
     # -- protocol entry -----------------------------------------------------------------------
     def run(self, fg, local, *, seeds=None, device="auto", progress: bool = True, local_logits=None,
