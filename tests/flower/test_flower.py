@@ -624,3 +624,75 @@ def test_flower_ranks_are_paces_ranks_field(tmp_path, capsys):
                  "--workdir", str(tmp_path / "x")]) == 0
     run_config = (tmp_path / "x" / "app" / "pyproject.toml").read_text()
     assert '"ranks": [0]' in run_config.replace('\\"', '"') and '"variants": ["mean"]' in run_config.replace('\\"', '"')
+
+
+def test_any_one_round_method_runs_on_the_one_adapter(fg, parts):
+    """A method implementing only the round hooks — no PACE, SPEAR or one-shot base class, evaluated
+    at its receivers — runs on Flower through the one adapter with its in-process rows."""
+    from dataclasses import dataclass
+
+    from pace_nb.core.validation import Interval, param
+    from pace_nb.flower.adapters import flower_methods
+    from pace_nb.methods.contract import OneRoundMethod, register
+    from pace_nb.methods.evaluation import evaluate_method
+    from pace_nb.methods.phases import PublicView, Receipt, Round, ServerResult, Upload, UploadSpec
+    from pace_nb.methods.registry import METHODS
+    from pace_nb.nn.training import TrainConfig, client_logits
+
+    def encode(params):
+        return lowrank.serialize(lowrank.dense_carriers(params))
+
+    def decode(data):
+        return lowrank.reconstruct(lowrank.deserialize(data))
+
+    class MeanModel(OneRoundMethod):
+        """Each client uploads its Local model; every receiver gets their mean back and blends."""
+
+        name, label, paper, evaluation = "meanmodel_probe", "MeanModel", "a test method", "receivers"
+
+        @dataclass(frozen=True)
+        class Config:
+            shrink: float = param(1.0, Interval(float, 0.0, 1.0))
+
+        def client_upload(self, rnd, client, local=None):
+            return Upload(encode(local), encode(local))
+
+        def upload_spec(self, config, view, client):
+            return UploadSpec("carriers", bounds=1e6)
+
+        def server_aggregate(self, rnd, uploads, failures=()):
+            models = [decode(b) for _, b in uploads]
+            mean = {n: self.cfg.shrink * torch.stack([m[n] for m in models]).mean(0) for n in models[0]}
+            return ServerResult(returns={k: encode(mean) for k, _ in uploads})
+
+        def receiver_logits(self, rnd, client, kept, returned):
+            return Receipt(client_logits(decode(kept), client), client_logits(decode(returned), client), "cnll")
+
+        def receiver_fields(self, rnd):
+            return {"variant": "native", "rank": 0, "dense_bytes": lowrank.dense_model_bytes(rnd.initial()),
+                    "params": {"shrink": self.cfg.shrink}}
+
+        def run(self, fg, local, *, seeds=None, device="auto", progress=True, local_logits=None, train_config=None):
+            rows = []
+            for s, seed in enumerate(local.seeds):
+                rnd = Round(PublicView.of(fg), seed, local.config, "cpu", w0=local.init[s])
+                ups = [self.client_upload(rnd, c, local.model(s, k)) for k, c in enumerate(fg.clients)]
+                back = self.server_aggregate(rnd, [(k, u.data) for k, u in enumerate(ups)]).returns
+                got = [self.receiver_logits(rnd, c, ups[k].kept, back[k]) for k, c in enumerate(fg.clients)]
+                rows += evaluate_method(fg, [g.local for g in got], [g.external for g in got], "cnll", seed=seed,
+                                        method=self.name, bytes_up=[len(u.data) for u in ups],
+                                        bytes_down=[len(back[k]) for k in range(len(ups))], **self.receiver_fields(rnd))
+            return rows
+
+    register(MeanModel)
+    try:
+        assert "meanmodel_probe" in flower_methods()
+        settings = FlowerSettings(method="meanmodel_probe", num_clients=K, epochs=5, params={"shrink": 0.5})
+        out = run_inprocess(make_client_app(parts), settings)
+        ref = run_protocol(fg, seeds=(SEED,), methods=("meanmodel_probe",), train_config=TrainConfig(epochs=5),
+                           method_params={"meanmodel_probe": {"shrink": 0.5}}, progress=False)
+        assert set(out.rows.receiver) == {0, 1, 2, -1} and out.dropped == []
+        pd.testing.assert_frame_equal(_rows(out.rows), _rows(ref), check_exact=True, check_dtype=False)
+    finally:
+        METHODS._entries.pop("meanmodel_probe", None)
+        METHODS._lookup.pop("meanmodel_probe", None)
