@@ -95,8 +95,6 @@ LINES = [
     ("experiments/store.py", 'outside study "pace"', "value: the study column's values"),
     ("experiments/store.py", 'in study "pace"', "value: the study column's values"),
     ("experiments/store.py", '(study "spear"', "value: the study column's values"),
-    ("flower/adapters.py", 'params={"pace": asdict(cfg)', "data: PACE's rows record their config under this key, "
-                                                           "in process as on Flower"),
     ("flower/settings.py", 'method: str = param("pace"', "data: the default Flower method"),
     ("methods/evaluation.py", '"pace", evaluation "receivers"', "value: the study column's values"),
     ("methods/evaluation.py", 'study="pace"', "value: the study of receiver-evaluated rows"),

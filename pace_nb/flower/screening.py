@@ -271,6 +271,31 @@ def spear_tensors(data: bytes, num_classes: int, num_features: int | None = None
     return p, n
 
 
+def upload(data: bytes, spec: Any, num_classes: int, method: str) -> Any:
+    """One upload screened as the method's :class:`~pace_nb.methods.phases.UploadSpec` says → its
+    parsed form: a carriers header (:func:`pace_header` for a fixed one, else :func:`carriers_header`) or SPEAR's ``(p, n)`` (:func:`spear_tensors`)."""
+    if spec.wire == "prototypes":
+        return spear_tensors(data, num_classes, spec.num_features,
+                             MAX_TEST_NODES if spec.max_count is None else spec.max_count)
+    if spec.fixed:  # one header for every client, carriers of any kind (PACE's)
+        return pace_header(data, spec.header, spec.bounds if spec.header is not None else None)
+    return carriers_header(data, method, allow_empty=spec.empty_ok, bound=spec.bounds, shapes=spec.shapes)
+
+
+def agreement(parsed: Any, spec: Any) -> Any:
+    """What every honest upload shares, compared with the majority's (None: nothing to compare):
+    SPEAR's prototype width (an empty upload has none); a fixed header whole; else, without declared
+    shapes, the tensor names and their numbers of dimensions (sizes may depend on a client's data)."""
+    if spec.wire == "prototypes":
+        p, n = parsed
+        return p.shape[1] if bool((n > 0).any()) else None
+    if spec.fixed:
+        return parsed
+    if spec.shapes is not None or not parsed:
+        return None
+    return tuple((n, k, len(s)) for n, k, s, _ in parsed)
+
+
 def final_report(report: Any, bound: int, num_classes: int, has_local: bool, max_test: int = MAX_TEST_NODES) -> dict:
     """A receive report: same partition id as the node's upload, ``n_test`` at most ``max_test``
     (the client's published test-node count) before any count is expanded, count matrices, α in [0, 1]."""

@@ -276,8 +276,8 @@ def run_round(grid, settings: FlowerSettings, evaluation=None, view: screening.P
     ups = sorted(ups, key=lambda r: r.partition_id)
     if adapter.evaluation == "complete_graph":
         check_evaluation(evaluation, fed, c)
-    phase = adapter.server([r.payload for r in ups], [r.parsed for r in ups], c, fed,
-                           partitions=[r.partition_id for r in ups], failures=_failures(ups, excluded, settings))
+    phase = adapter.server([r.payload for r in ups], c, fed, partitions=[r.partition_id for r in ups],
+                           failures=_failures(ups, excluded, settings), view=view)
     t["server"] = time.perf_counter()
     by_node: dict[int, bytes] = {}
     sent_down: dict[int, int] = {}

@@ -1,10 +1,11 @@
 """The run's settings: what the ServerApp broadcasts to the clients in round 1.
 
 One flat mapping (Flower's ``run_config`` style, so ``flwr run --run-config`` can set any key):
-the method (any method of :func:`pace_nb.flower.adapters.flower_methods`), the run seed, PACE's
-and SPEAR's hyperparameters, the other methods' hyperparameters as ``params`` (a JSON object,
-checked by the registry) and the Local / server training config. Defaults are the papers'
-values (:class:`PaceConfig`, :class:`SpearConfig`, :class:`TrainConfig`, each method's ``Config``).
+the method (any method of :func:`pace_nb.flower.adapters.flower_methods`), the run seed, the
+method's hyperparameters as ``params`` (a JSON object of its ``Config`` fields, the in-process
+names: PACE's ``variants`` / ``ranks``, SPEAR's ``T`` / ``a`` / ``gamma`` / ``variants``; checked by
+the registry, one configuration per round: a list option holds one value) and the Local / server
+training config. Defaults are the papers' values (each method's ``Config``, :class:`TrainConfig`).
 """
 from __future__ import annotations
 
@@ -16,10 +17,7 @@ from collections.abc import Mapping
 from pace_nb.core.config import PAPER_SEEDS
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.validation import Interval, Is, declared, like, param, validate_params
-from pace_nb.flower.adapters import adapter_class, method_params, resolve_method
-from pace_nb.methods.pace.protocol import PaceConfig, variant_config
-from pace_nb.methods.registry import registered
-from pace_nb.methods.spear.core import SpearConfig
+from pace_nb.flower.adapters import check_settings, method_params, resolve_method
 from pace_nb.nn.training import TrainConfig
 
 @declared
@@ -30,14 +28,7 @@ class FlowerSettings:
     method: str = param("pace", Is(str))
     num_clients: int = param(10, Interval(int, 1, 10_000))
     seed: int = param(PAPER_SEEDS[0], Interval(int, 0, 2**32 - 1))
-    # flat copies of the papers' configs (Flower's run_config is one flat mapping); the defaults and
-    # checks are those configs' fields, so they cannot drift from what the in-process run uses
-    rank: int = like(PaceConfig, "rank")
-    variant: str = param("full", Is(str))
-    spear_variant: str = param("full", Is(str))
-    T: int = like(SpearConfig, "T")
-    a: float = like(SpearConfig, "a")
-    gamma: float = like(SpearConfig, "gamma")
+    # the Local / server training config (flat: Flower's run_config is one flat mapping)
     hidden: int = like(TrainConfig, "hidden")
     dropout: float = like(TrainConfig, "dropout")
     lr: float = like(TrainConfig, "lr")
@@ -48,7 +39,7 @@ class FlowerSettings:
     min_clients: int = param(1, Interval(int, 1, 10_000))
     # the server refuses a larger upload before parsing it
     max_upload_bytes: int = param(256 << 20, Interval(int, 1, None))
-    # the hyperparameters of a method other than PACE and SPEAR, a JSON object
+    # the method's hyperparameters (its Config's names), a JSON object
     params: str = param("{}", Is(str))
 
     def __post_init__(self) -> None:
@@ -59,9 +50,7 @@ class FlowerSettings:
             object.__setattr__(self, "params", json.dumps(method_params(self.params), sort_keys=True))
         validate_params(self)
         method_params(self.params)  # a JSON object
-        adapter = adapter_class(registered().get(self.method).obj)
-        assert adapter is not None  # resolve_method refuses a method without one
-        adapter.check_settings(self)  # the method's own hyperparameters
+        check_settings(self)  # the method's own hyperparameters: valid, one configuration
         _ = self.train_config  # validates
 
     @classmethod
@@ -74,7 +63,7 @@ class FlowerSettings:
             if name not in names:
                 raise ConfigError(f"unknown Flower run setting {key!r}; valid: {', '.join(sorted(names))}")
             kw[name] = value
-        for name in ("num_clients", "seed", "rank", "T", "hidden", "epochs", "min_clients", "max_upload_bytes"):
+        for name in ("num_clients", "seed", "hidden", "epochs", "min_clients", "max_upload_bytes"):
             if name in kw and isinstance(kw[name], float) and float(kw[name]).is_integer():
                 kw[name] = int(kw[name])
         return cls(**kw)
@@ -83,14 +72,6 @@ class FlowerSettings:
     def method_params(self) -> dict[str, Any]:
         """The ``params`` setting as a mapping (the method's hyperparameters)."""
         return json.loads(self.params)
-
-    @property
-    def pace_config(self) -> PaceConfig:
-        return variant_config(self.variant, self.rank)
-
-    @property
-    def spear_config(self) -> SpearConfig:
-        return SpearConfig(T=self.T, a=self.a, gamma=self.gamma)
 
     @property
     def train_config(self) -> TrainConfig:

@@ -69,7 +69,7 @@ def spear_upload_tensors(data: bytes, num_classes: int, num_features: int | None
     An empty upload (a client holding no class) is ``(p [C, 0], n = 0)``. The members, their
     dtypes (:data:`~pace_nb.methods.spear.core.UPLOAD_MEMBERS`: integer counts) and shapes (at most
     C classes, ``num_features`` wide when given) are checked from the headers before any array is read."""
-    from pace_nb.methods.spear.core import UPLOAD_MEMBERS
+    from pace_nb.methods.spear.core import UPLOAD_MEMBERS, parse_upload
 
     if not data:
         return torch.zeros(num_classes, 0), torch.zeros(num_classes, dtype=torch.long)
@@ -84,19 +84,9 @@ def spear_upload_tensors(data: bytes, num_classes: int, num_features: int | None
         raise DataCorruptionError(f"malformed SPEAR upload: shapes {shapes} for {num_classes} classes"
                                   + (f" and {num_features} features" if num_features is not None else ""))
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            classes, counts, protos = z["classes"], z["counts"], z["prototypes"]
+        return parse_upload(data, num_classes)
     except Exception as exc:  # any parse failure is a corrupt message
         raise DataCorruptionError(f"corrupt SPEAR upload: {exc}") from None
-    if ((classes.size and (classes.min() < 0 or classes.max() >= num_classes))
-            or np.unique(classes).size != classes.size or (counts < 0).any()):
-        raise DataCorruptionError("malformed SPEAR upload: classes, counts and prototypes disagree")
-    p = torch.zeros(num_classes, protos.shape[1], dtype=torch.float32)
-    n = torch.zeros(num_classes, dtype=torch.long)
-    idx = torch.from_numpy(classes.astype(np.int64))
-    p[idx] = torch.from_numpy(protos.astype(np.float32))
-    n[idx] = torch.from_numpy(counts.astype(np.int64))
-    return p, n
 
 
 def confusion(y: Tensor, pred: Tensor, num_classes: int) -> list[int]:

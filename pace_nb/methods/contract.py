@@ -31,21 +31,29 @@ estimators (the constructor only stores a validated config; learned state never 
 * :meth:`Method.run_method`: the protocol entry (:mod:`pace_nb.methods.protocol`) — result rows
   for every requested seed. Its phases, in the style of Flower strategies, belong to the
   method's mechanism: client message → server → receiver / evaluation
-  (:class:`~pace_nb.methods.baselines.base.FederatedMethod` for R-round model exchange,
-  :class:`~pace_nb.methods.oneshot.base.OneShotMethod` for one upload and a server-side model;
-  PACE and SPEAR define their own), and the Flower adapters (:mod:`pace_nb.flower.adapters`)
-  drive the same phases over the network.
+  (:class:`~pace_nb.methods.baselines.base.FederatedMethod` for R-round model exchange).
+* :class:`OneRoundMethod`: a method of one upload per client — PACE, SPEAR and every
+  :class:`~pace_nb.methods.oneshot.base.OneShotMethod` — declares its phases as hooks over bytes
+  (:mod:`pace_nb.methods.phases`): :meth:`~OneRoundMethod.client_upload` (client k's upload from its
+  own data, and what it keeps), :meth:`~OneRoundMethod.upload_spec` (what a server screens an upload
+  against), :meth:`~OneRoundMethod.server_aggregate` (the ``(client, bytes)`` pairs, the failures and
+  the public view only), then its evaluation: ``"receivers"`` — per-receiver return bytes,
+  :meth:`~OneRoundMethod.receiver_logits` and :meth:`~OneRoundMethod.receiver_fields` — or
+  ``"complete_graph"`` — :meth:`~OneRoundMethod.graph_rows`, the server's state on the complete graph.
+  Its in-process ``run`` drives the same hooks, and the one Flower adapter
+  (:mod:`pace_nb.flower.adapters`) drives them over the network.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, overload
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import EVALUATIONS
 from pace_nb.core.validation import build_config, check_declaration
+from pace_nb.methods.phases import Failure, PublicView, Receipt, Round, ServerResult, Upload, UploadSpec
 from pace_nb.methods.registry import SHARED_OPTIONS, check_method_params, register_method
 
 
@@ -131,6 +139,53 @@ class Method:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.cfg})"
+
+
+class OneRoundMethod(Method):
+    """A method of one round: each client uploads bytes once, the server answers from those bytes
+    alone. The hooks below are its phases, the same in process (its ``run``) and on Flower (the one
+    adapter, :mod:`pace_nb.flower.adapters`); a round runs ONE configuration of the method."""
+
+    #: List-valued hyperparameters of which a round takes exactly one value (PACE's ``variants`` and
+    #: ``ranks``; the in-process ``run`` loops over them, a Flower run is one of them).
+    one_per_round: ClassVar[tuple[str, ...]] = ()
+
+    def check_round(self) -> None:
+        """This configuration is one round: every :attr:`one_per_round` option holds one value."""
+        for name in self.one_per_round:
+            value = getattr(self.cfg, name)
+            if isinstance(value, (list, tuple)) and len(value) != 1:
+                raise ConfigError(f"{self.name}: one round runs one configuration: parameter {name!r} must hold "
+                                  f"exactly one value, got {list(value)}")
+
+    def client_upload(self, rnd: Round, client: Any, local: Any = None) -> Upload:
+        """Client phase: client ``client.index``'s upload from its own subgraph ``client`` (and its
+        matched Local model ``local`` when ``"local" in requires()``), and what it keeps."""
+        raise NotImplementedError
+
+    def upload_spec(self, config: Any, view: PublicView | None, client: int) -> UploadSpec:
+        """What a real client ``client``'s upload is, from the public ``view`` (``None``: the server
+        was not told the federation's facts) and the round's training ``config``."""
+        raise NotImplementedError
+
+    def server_aggregate(self, rnd: Round, uploads: Sequence[tuple[int, bytes]],
+                         failures: Sequence[Failure] = ()) -> ServerResult:
+        """Server phase on the ``(client, bytes)`` pairs, the ``failures`` and ``rnd.view`` only."""
+        raise NotImplementedError
+
+    def receiver_logits(self, rnd: Round, client: Any, kept: bytes | None, returned: bytes) -> Receipt:
+        """``"receivers"`` evaluation: a receiver's Local and External logits from its kept and returned bytes."""
+        raise NotImplementedError(f"{self.name} is evaluated on the complete graph: its clients receive nothing")
+
+    def receiver_fields(self, rnd: Round) -> dict[str, Any]:
+        """``"receivers"`` evaluation: the rows' ``variant``, ``rank``, ``dense_bytes`` and ``params``."""
+        raise NotImplementedError
+
+    def graph_rows(self, rnd: Round, state: Any, graph: Any, up: Sequence[int], client_seconds: float,
+                   server_seconds: float) -> list[dict[str, Any]]:
+        """``"complete_graph"`` evaluation: the rows of the server's ``state`` on the complete graph
+        ``graph`` (``up``: bytes uploaded per participant)."""
+        raise NotImplementedError(f"{self.name} is evaluated at its receivers")
 
 
 def _register(cls: type[Method], override: bool) -> type[Method]:

@@ -118,7 +118,7 @@ def test_interior_alpha_identical_to_run_protocol(fg, parts):
     """A setting where CNLL bisects (α strictly inside (0, 1)): α bit for bit, other hyperparameters travel."""
     from pace_nb.nn.training import TrainConfig
 
-    settings = FlowerSettings(num_clients=K, seed=PAPER_SEEDS[1], epochs=20, rank=4)
+    settings = FlowerSettings(num_clients=K, seed=PAPER_SEEDS[1], epochs=20, params={"ranks": [4]})
     ref = run_protocol(fg, seeds=(settings.seed,), methods=("pace",), train_config=TrainConfig(epochs=20),
                        method_params={"pace": {"ranks": (4,)}}, progress=False)
     out = run_inprocess(make_client_app(parts), settings)
@@ -421,7 +421,7 @@ def test_deployment_app_project_names_importable_components(tmp_path):
 
     from pace_nb.flower.deploy import write_app
 
-    settings = FlowerSettings(num_clients=K, rank=4)
+    settings = FlowerSettings(num_clients=K, params={"ranks": [4], "variants": ["transport"]})
     app = write_app(tmp_path / "app", settings, tmp_path / "outcome.json")
     conf = tomllib.loads((app / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
     for ref in conf["components"].values():
@@ -565,20 +565,38 @@ def test_a_new_method_in_one_module_runs_on_flower(tmp_path):
     assert got["flower"][0]["method"] == "classmeans_probe" and got["flower"][0]["acc"] > 0
 
 
-def test_flower_settings_defaults_are_the_papers_configs():
-    """The flat Flower settings hold no default of their own: PACE's rank, SPEAR's T/a/γ and the
-    training config are the in-process defaults (a default changed there changes here)."""
+def test_flower_settings_hold_no_method_hyperparameter_of_their_own():
+    """The method's hyperparameters are its own Config's (``params``, the in-process names): the
+    Flower settings have no PACE or SPEAR field, and the defaults are the method's."""
+    from dataclasses import fields
+
+    from pace_nb.flower.adapters import make_adapter
     from pace_nb.methods.pace.protocol import PaceConfig
     from pace_nb.methods.spear.core import SpearConfig
     from pace_nb.nn.training import TrainConfig
 
     s = FlowerSettings()
-    assert s.train_config == TrainConfig() and s.spear_config == SpearConfig()
-    assert s.pace_config == PaceConfig() and s.rank == PaceConfig().rank
+    assert s.train_config == TrainConfig() and s.method_params == {}
+    assert not {f.name for f in fields(FlowerSettings)} & {"rank", "variant", "spear_variant", "T", "a", "gamma"}
+    assert make_adapter(s).method.pace_config == PaceConfig()
+    spear_method = make_adapter(FlowerSettings(method="spear", params={"T": 3, "variants": ["no_ppr"]})).method
+    assert spear_method.spear_config() == SpearConfig(T=3) and spear_method.variant == "no_ppr"
+    with pytest.raises(ConfigError, match="unknown Flower run setting 'rank'"):
+        FlowerSettings.from_mapping({"rank": 4})
+
+
+@pytest.mark.parametrize("method,params,name", [("pace", {"ranks": [2, 6]}, "ranks"),
+                                                ("pace", {"variants": ["full", "mean"]}, "variants"),
+                                                ("spear", {"variants": ["full", "no_ppr"]}, "variants")])
+def test_a_flower_round_is_one_configuration(method, params, name):
+    with pytest.raises(ConfigError, match=f"one round runs one configuration: parameter '{name}' must hold exactly "
+                                          "one value") as exc:
+        FlowerSettings(method=method, params=params)
+    assert "\n" not in str(exc.value)
 
 
 @pytest.mark.parametrize("action", ["simulate", "deploy", "export"])
-@pytest.mark.parametrize("rank,msg", [(str(10**23), "parameter 'rank' must be an int in [0, 2147483647]"),
+@pytest.mark.parametrize("rank,msg", [(str(10**23), "parameter 'ranks' must be an int in [0, 2147483647]"),
                                       ("65", "rank 65 is impossible")])
 def test_cli_impossible_rank_is_one_line_before_any_run(action, rank, msg, tmp_path, capsys, monkeypatch):
     import pace_nb.flower.partitions as partitions
@@ -591,9 +609,91 @@ def test_cli_impossible_rank_is_one_line_before_any_run(action, rank, msg, tmp_p
     assert err.startswith("pace-nb: error:") and err.count("\n") == 1 and msg in err
 
 
-def test_flower_rank_is_paces_rank_field():
-    from pace_nb.core.validation import checks_of
+def test_flower_ranks_are_paces_ranks_field(tmp_path, capsys):
+    """One spelling: ``ranks`` as on the method, checked by PACE's own Config; ``--rank`` writes it,
+    ``--param pace.ranks`` is refused (one way to set it), and ``--rank`` on a method without ranks too."""
+    from pace_nb.cli import main
 
-    assert checks_of(FlowerSettings, "rank") == checks_of(pace.PaceConfig, "rank") == (lowrank.RANK,)
-    with pytest.raises(ConfigError, match="'rank' must be an int"):
-        FlowerSettings(rank=10**23)
+    with pytest.raises(ConfigError, match="'ranks' must be an int"):
+        FlowerSettings(params={"ranks": [10**23]})
+    for argv, msg in ((["--param", "pace.ranks=[2]"], "give pace's ranks with --rank"),
+                      (["--method", "spear", "--rank", "2"], "--rank sets a method's ranks; spear takes none")):
+        assert main(["flower", "export", "--clients", str(K), "--workdir", str(tmp_path / "w"), *argv]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and err.count("\n") == 1, err
+    assert main(["flower", "export", "--clients", str(K), "--rank", "0", "--variant", "mean",
+                 "--workdir", str(tmp_path / "x")]) == 0
+    run_config = (tmp_path / "x" / "app" / "pyproject.toml").read_text()
+    assert '"ranks": [0]' in run_config.replace('\\"', '"') and '"variants": ["mean"]' in run_config.replace('\\"', '"')
+
+
+def test_any_one_round_method_runs_on_the_one_adapter(fg, parts):
+    """A method implementing only the round hooks — no PACE, SPEAR or one-shot base class, evaluated
+    at its receivers — runs on Flower through the one adapter with its in-process rows."""
+    from dataclasses import dataclass
+
+    from pace_nb.core.validation import Interval, param
+    from pace_nb.flower.adapters import flower_methods
+    from pace_nb.methods.contract import OneRoundMethod, register
+    from pace_nb.methods.evaluation import evaluate_method
+    from pace_nb.methods.phases import PublicView, Receipt, Round, ServerResult, Upload, UploadSpec
+    from pace_nb.methods.registry import METHODS
+    from pace_nb.nn.training import TrainConfig, client_logits
+
+    def encode(params):
+        return lowrank.serialize(lowrank.dense_carriers(params))
+
+    def decode(data):
+        return lowrank.reconstruct(lowrank.deserialize(data))
+
+    class MeanModel(OneRoundMethod):
+        """Each client uploads its Local model; every receiver gets their mean back and blends."""
+
+        name, label, paper, evaluation = "meanmodel_probe", "MeanModel", "a test method", "receivers"
+
+        @dataclass(frozen=True)
+        class Config:
+            shrink: float = param(1.0, Interval(float, 0.0, 1.0))
+
+        def client_upload(self, rnd, client, local=None):
+            return Upload(encode(local), encode(local))
+
+        def upload_spec(self, config, view, client):
+            return UploadSpec("carriers", bounds=1e6)
+
+        def server_aggregate(self, rnd, uploads, failures=()):
+            models = [decode(b) for _, b in uploads]
+            mean = {n: self.cfg.shrink * torch.stack([m[n] for m in models]).mean(0) for n in models[0]}
+            return ServerResult(returns={k: encode(mean) for k, _ in uploads})
+
+        def receiver_logits(self, rnd, client, kept, returned):
+            return Receipt(client_logits(decode(kept), client), client_logits(decode(returned), client), "cnll")
+
+        def receiver_fields(self, rnd):
+            return {"variant": "native", "rank": 0, "dense_bytes": lowrank.dense_model_bytes(rnd.initial()),
+                    "params": {"shrink": self.cfg.shrink}}
+
+        def run(self, fg, local, *, seeds=None, device="auto", progress=True, local_logits=None, train_config=None):
+            rows = []
+            for s, seed in enumerate(local.seeds):
+                rnd = Round(PublicView.of(fg), seed, local.config, "cpu", w0=local.init[s])
+                ups = [self.client_upload(rnd, c, local.model(s, k)) for k, c in enumerate(fg.clients)]
+                back = self.server_aggregate(rnd, [(k, u.data) for k, u in enumerate(ups)]).returns
+                got = [self.receiver_logits(rnd, c, ups[k].kept, back[k]) for k, c in enumerate(fg.clients)]
+                rows += evaluate_method(fg, [g.local for g in got], [g.external for g in got], "cnll", seed=seed,
+                                        method=self.name, bytes_up=[len(u.data) for u in ups],
+                                        bytes_down=[len(back[k]) for k in range(len(ups))], **self.receiver_fields(rnd))
+            return rows
+
+    register(MeanModel)
+    try:
+        assert "meanmodel_probe" in flower_methods()
+        settings = FlowerSettings(method="meanmodel_probe", num_clients=K, epochs=5, params={"shrink": 0.5})
+        out = run_inprocess(make_client_app(parts), settings)
+        ref = run_protocol(fg, seeds=(SEED,), methods=("meanmodel_probe",), train_config=TrainConfig(epochs=5),
+                           method_params={"meanmodel_probe": {"shrink": 0.5}}, progress=False)
+        assert set(out.rows.receiver) == {0, 1, 2, -1} and out.dropped == []
+        pd.testing.assert_frame_equal(_rows(out.rows), _rows(ref), check_exact=True, check_dtype=False)
+    finally:
+        METHODS._entries.pop("meanmodel_probe", None)
+        METHODS._lookup.pop("meanmodel_probe", None)

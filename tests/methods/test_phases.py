@@ -130,3 +130,47 @@ def test_the_server_phase_gets_client_message_pairs_and_the_failures(fg3):
     blobs = {k: client_phase(probe, ctx, k, fg3.clients[k]) for k in (0, 2)}
     server_phase(probe, ctx, [(2, blobs[2]), (0, blobs[0]), (3, b"")], [Failure(1, "dropped out")])
     assert probe.seen[:3] == ((0, 2), (Failure(1, "dropped out"), Failure(3, EMPTY)), 2)
+
+
+def test_pace_spear_and_every_one_shot_method_implement_the_round_hooks():
+    """The round hooks are declared on the contract and implemented by PACE (receivers), SPEAR
+    (complete graph) and every one-shot method; the multi-round methods and Local have none."""
+    from pace_nb.methods.contract import OneRoundMethod
+    from pace_nb.methods.oneshot.base import OneShotMethod
+
+    reg = registered()
+    one_round = {e.name for e in reg.entries() if issubclass(e.obj, OneRoundMethod)}
+    assert {"pace", "spear"} <= one_round and not {"local", "fedavg", "fedprox"} & one_round
+    assert {e.name for e in reg.entries() if issubclass(e.obj, OneShotMethod)} <= one_round
+    for name in sorted(one_round):
+        cls = reg[name]
+        hooks = ("client_upload", "upload_spec", "server_aggregate") + (
+            ("receiver_logits", "receiver_fields") if cls.evaluation == "receivers" else ("graph_rows",))
+        assert all(getattr(cls, h) is not getattr(OneRoundMethod, h) for h in hooks), name
+
+
+def test_spear_run_drives_its_hooks_with_the_ablation_rows(fg3):
+    """SPEAR's in-process run is one round of its hooks per variant: each client's upload is the
+    bytes of its prototypes, and the rows are bit for bit those of the ablation."""
+    from pace_nb.methods.phases import PublicView, Round
+    from pace_nb.methods.spear import analysis as sa, core as sp
+    from pace_nb.methods.spear.method import Spear
+
+    variants = tuple(sp.VARIANTS)
+    got = Spear(variants=variants, T=3, gamma=0.5).run(fg3)
+    want = sa.ablation(fg3, sp.SpearConfig(T=3, gamma=0.5), variants)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    P, N = sp.client_prototypes(fg3, 3, 0.5)
+    rnd = Round(PublicView.of(fg3), -1, TrainConfig())
+    one = Spear(T=3, variants=("full",))
+    assert [one.client_upload(rnd, c).data for c in fg3.clients] == [sp.serialize_upload(P[k], N[k])
+                                                                     for k in range(3)]
+
+
+def test_a_round_is_one_configuration_in_process_runs_them_all():
+    from pace_nb.methods.pace.protocol import Pace
+
+    Pace(ranks=(2, 6), variants=("full", "mean"))  # the in-process run takes several
+    with pytest.raises(ConfigError, match="parameter 'ranks' must hold exactly one value, got \\[2, 6\\]"):
+        Pace(ranks=(2, 6)).check_round()
+    assert Pace(ranks=(0,), variants=("mean",)).round_variant()[0] == "mean"

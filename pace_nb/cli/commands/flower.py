@@ -2,8 +2,9 @@
 
 ``--method`` is PACE, SPEAR or any registered one-shot method (e.g. fedcvae): the clients run
 its client phase, the server its server phase and evaluation (the in-process rows, the same).
-A multi-round method is refused with the reason. ``--param METHOD.NAME=VALUE`` sets a one-shot
-method's hyperparameter (e.g. ``fedcvae.epochs=50``).
+A multi-round method is refused with the reason. ``--param METHOD.NAME=VALUE`` sets the method's
+hyperparameter (e.g. ``fedcvae.epochs=50``, ``spear.T=3``); ``--rank`` / ``--variant`` set its
+shared options ``ranks`` / ``variants`` (PACE's), one value each: a Flower run is one configuration.
 
   simulate   Flower's simulation engine (Ray; ``--engine inprocess`` runs the same apps without Ray)
   deploy     a loopback deployment: SuperLink + K SuperNodes as processes on 127.0.0.1
@@ -61,8 +62,9 @@ def register(sub) -> None:
     p.add_argument("--beta", type=float, default=None, help="Dirichlet concentration (default 0.05 for dirichlet)")
     p.add_argument("--data-seed", type=int, default=2024, help="partition + masks seed (default 2024)")
     p.add_argument("--seed", type=int, default=None, help="run seed (default: the first paper seed; SPEAR has none)")
-    p.add_argument("--rank", type=int, default=6, help="PACE carrier rank (0 = dense; default 6): one of the method's ranks, one per Flower run")
-    p.add_argument("--variant", default="full", help="PACE variant (default full)")
+    p.add_argument("--rank", type=int, default=None,
+                   help="the method's ranks, one value (PACE's carrier rank, 0 = dense; default: the method's, 6)")
+    p.add_argument("--variant", default=None, help="the method's variants, one value (PACE's; default: full)")
     p.add_argument("--epochs", type=int, default=100,
                    help="Local / server GCN training epochs (default 100)")
     p.add_argument("--engine", choices=("ray", "inprocess"), default="ray", help="simulate: engine (default ray)")
@@ -100,12 +102,9 @@ def _reference(fg, settings) -> tuple[list[dict], float]:
     """The in-process protocol on the same federation and seed → (pooled rows, seconds)."""
     from pace_nb.methods.protocol import run_protocol
 
-    from pace_nb.flower.adapters import make_adapter
-
     t0 = time.perf_counter()
-    params = make_adapter(settings).reference_params(settings)
     rows = run_protocol(fg, seeds=(settings.seed,), methods=(settings.method,), train_config=settings.train_config,
-                        method_params={settings.method: params}, progress=False)
+                        method_params={settings.method: settings.method_params}, progress=False)
     return rows[rows.receiver == -1].to_dict("records"), time.perf_counter() - t0
 
 
@@ -148,17 +147,8 @@ def run(args) -> int:
 
     args.method = resolve_method(args.method)  # unknown or multi-round: one line, before any work
     kw: dict = {} if args.seed is None else {"seed": args.seed}
-    if args.param:
-        from pace_nb.cli.commands.run import _method_params
-        from pace_nb.methods.registry import METHODS
-
-        for item in args.param:
-            target = item.partition("=")[0].partition(".")[0].strip()
-            if target in METHODS and METHODS.key(target) != args.method:
-                raise ConfigError(f"--param {item!r}: method {METHODS.key(target)!r} is not --method {args.method}")
-        kw["params"] = json.dumps(_method_params(args.param, [args.method]).get(args.method, {}), sort_keys=True)
-    settings = FlowerSettings(method=args.method, num_clients=args.clients, rank=args.rank, variant=args.variant,
-                              epochs=args.epochs, timeout=args.timeout, **kw)
+    settings = FlowerSettings(method=args.method, num_clients=args.clients, epochs=args.epochs, timeout=args.timeout,
+                              params=json.dumps(_params(args), sort_keys=True), **kw)
     fg = _federation(args)
     from pace_nb.flower.adapters import make_adapter
 
@@ -232,6 +222,34 @@ def run(args) -> int:
 
         atomic_write_json(args.json, json.loads(json.dumps(doc, default=str).replace("NaN", "null")))
     return 0
+
+
+#: The options that set a method's shared options (its class's ``shared_options``), one value each.
+SHARED_FLAGS = {"ranks": "rank", "variants": "variant"}
+
+
+def _params(args) -> dict:
+    """The method's hyperparameters: ``--param`` (checked by the registry) and its shared options
+    from ``--rank`` / ``--variant`` (given: the method must take that option)."""
+    from pace_nb.methods.registry import METHODS, shared_options
+
+    params: dict = {}
+    if args.param:
+        from pace_nb.cli.commands.run import _method_params
+
+        for item in args.param:
+            target = item.partition("=")[0].partition(".")[0].strip()
+            if target in METHODS and METHODS.key(target) != args.method:
+                raise ConfigError(f"--param {item!r}: method {METHODS.key(target)!r} is not --method {args.method}")
+        params = _method_params(args.param, [args.method]).get(args.method, {})
+    for name, flag in SHARED_FLAGS.items():
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        if name not in shared_options(args.method):
+            raise ConfigError(f"--{flag} sets a method's {name}; {args.method} takes none")
+        params[name] = [value]
+    return params
 
 
 def _int(v) -> str:

@@ -1,23 +1,20 @@
 """ONE one-shot mechanism for SPEAR's five one-shot FGL baselines (DENSE, FedCVAE, FedSD2C,
 GHOST, OASIS), in the style of :mod:`pace_nb.methods.baselines.base`.
 
-A method is a :class:`OneShotMethod` with three hooks; the shared driver :func:`run_oneshot`
-runs, for every run seed:
+A method is a :class:`OneShotMethod` with three hooks, run per run seed by :func:`run_oneshot`
+(in process) and by its round hooks (:class:`~pace_nb.methods.contract.OneRoundMethod`, on Flower):
 
-1. **client phase** — :meth:`OneShotMethod.client_message`: client k builds its upload from its
-   own subgraph (a trained generator / decoder, a condensed graph, a codebook, label counts …)
-   as a dict of float32 tensors. It is serialized with PACE's wire format
-   (:func:`pace_nb.methods.pace.lowrank.serialize`: magic + length + JSON header + float32
-   arrays); ``bytes_up[k] = len(message)``. A client without training nodes sends nothing;
-2. **server phase** — the server parses the bytes only (:func:`~pace_nb.methods.pace.lowrank.deserialize`),
-   :meth:`OneShotMethod.synthesize` turns the messages into a synthetic graph and
-   :meth:`OneShotMethod.server_train` trains the global 2-layer GCN (default: cross-entropy on
-   the synthetic graph, :func:`fit_gcn`);
-3. **evaluation** — SPEAR's protocol: the server's global model on the complete graph, accuracy
-   over the union of the clients' test masks (:func:`complete_graph_scores`).
+1. **client phase** — :meth:`OneShotMethod.client_message`: client k's upload from its own
+   subgraph (a trained generator, a condensed graph, a codebook, label counts …) as float32
+   tensors, serialized in PACE's wire format (:func:`encode`); ``bytes_up[k] = len(message)``.
+   A client without training nodes sends nothing;
+2. **server phase** — the bytes parsed (:func:`decode`), :meth:`OneShotMethod.synthesize` makes a
+   synthetic graph and :meth:`OneShotMethod.server_train` trains the global 2-layer GCN (default:
+   cross-entropy on it, :func:`fit_gcn`);
+3. **evaluation** — SPEAR's protocol: the global model on the complete graph, accuracy over the
+   union of the clients' test masks (:func:`complete_graph_scores`); nothing is sent back.
 
-Wall time of each phase is recorded (``client_seconds`` = sum over clients, ``server_seconds``);
-nothing is sent back (the global model is evaluated at the server), so ``bytes_down = 0``.
+Wall time of each phase is recorded (``client_seconds`` = sum over clients, ``server_seconds``).
 """
 from __future__ import annotations
 
@@ -37,8 +34,8 @@ from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.methods import metrics
 from pace_nb.methods.evaluation import federation_fields, make_row
 from pace_nb.methods.pace.lowrank import dense_carriers, deserialize, reconstruct, serialize
-from pace_nb.methods.contract import Method
-from pace_nb.methods.phases import Failure, PublicView, split_uploads
+from pace_nb.methods.contract import OneRoundMethod
+from pace_nb.methods.phases import Failure, PublicView, Round, ServerResult, Upload, UploadSpec, split_uploads
 from pace_nb.nn.gcn import Params, gcn_forward, init_params, num_params_bytes, propagation_matrix
 from pace_nb.nn.training import TrainConfig
 
@@ -258,8 +255,9 @@ class OneShotContext:
 # ----------------------------------------------------------------------------- the mechanism
 
 
-class OneShotMethod(Method):
-    """The one-upload mechanism (a :class:`~pace_nb.methods.contract.Method`). Subclasses set
+class OneShotMethod(OneRoundMethod):
+    """The one-upload mechanism (a :class:`~pace_nb.methods.contract.OneRoundMethod` whose round hooks
+    are :func:`client_phase`, :func:`server_phase` and :func:`oneshot_row`). Subclasses set
     ``name``/``label``/``paper``/``colour``/``marker``, a frozen ``Config`` with the original
     paper's (or code's) defaults and checks on each field (``param``), and the hooks."""
 
@@ -276,10 +274,8 @@ class OneShotMethod(Method):
         return ("local",) if cls.uses_local else ()
 
     def upload_shapes(self, num_features: int, num_classes: int, hidden: int | None = None) -> Layout | None:
-        """The tensors of a real client's :meth:`client_message`, from the federation's public facts
-        and the run's GCN width ``hidden`` (``None``: any): name → shape, a dimension ``None`` when any
-        size is possible and a string when its size depends on the client's data but is the same in
-        every tensor naming it; a tuple of such layouts when a real client sends one of several.
+        """The tensors of a real client's :meth:`client_message` from the public facts and the GCN
+        width ``hidden`` (``None``: any), as :class:`~pace_nb.methods.phases.UploadSpec`'s ``shapes``;
         ``None`` when the method declares none (a server then compares its uploads with the majority's)."""
         return None
 
@@ -310,6 +306,26 @@ class OneShotMethod(Method):
         evaluation graph ``fg`` (the complete graph the global model is scored on; default: none)."""
         return {}
 
+    # -- the round hooks (OneRoundMethod), over the three above -----------------------------------
+    def client_upload(self, rnd: Round, client: ClientGraph, local: Params | None = None) -> Upload:
+        models: list[Any] | None = [local if k == client.index else None for k in range(rnd.view.num_clients)]
+        ctx = OneShotContext(rnd.view, rnd.seed, rnd.config, resolve_device(rnd.device), models if self.uses_local else None)
+        return Upload(client_phase(self, ctx, client.index, client))
+
+    def upload_spec(self, config: TrainConfig, view: PublicView | None, client: int) -> UploadSpec:
+        shapes = self.upload_shapes(view.num_features, view.num_classes, config.hidden) if view is not None else None
+        return UploadSpec("carriers", shapes=shapes, bounds=self.max_upload_value, empty_ok=True)
+
+    def server_aggregate(self, rnd: Round, uploads: Sequence[tuple[int, bytes]],
+                         failures: Sequence[Failure] = ()) -> ServerResult:
+        ctx = OneShotContext(rnd.view, rnd.seed, rnd.config, resolve_device(rnd.device))
+        return ServerResult(state=(ctx, *server_phase(self, ctx, uploads, failures)))
+
+    def graph_rows(self, rnd: Round, state: Any, graph: Any, up: Sequence[int], client_seconds: float,
+                   server_seconds: float) -> list[dict[str, Any]]:
+        ctx, theta, synthetic = state
+        return [oneshot_row(graph, self, ctx, theta, synthetic, up, client_seconds, server_seconds)]
+
     # -- protocol entry -----------------------------------------------------------------------
     def run(self, fg, local, *, seeds=None, device="auto", progress: bool = True, local_logits=None,
             train_config=None):
@@ -317,12 +333,6 @@ class OneShotMethod(Method):
         seeds = tuple(local.seeds) if seeds is None and local is not None else (seeds or PAPER_SEEDS[:1])
         return run_oneshot(fg, self, seeds, config=train_config or TrainConfig(), local=local, device=device,
                            progress=progress)
-
-
-def _local_models(local, s: int, k_n: int) -> list[Params] | None:
-    if local is None:
-        return None
-    return [local.model(s, k) for k in range(k_n)]
 
 
 def run_oneshot(fg: FederatedGraph, method: OneShotMethod, seeds: Sequence[int] = PAPER_SEEDS[:1], *,
@@ -342,8 +352,8 @@ def run_oneshot(fg: FederatedGraph, method: OneShotMethod, seeds: Sequence[int] 
         local = train_local(fg, seeds, config, device=device, progress=progress)
     rows = []
     for s, seed in enumerate(_progress(seeds, progress and len(seeds) > 1, desc=f"{method.name} seeds")):
-        ctx = OneShotContext(PublicView.of(fg), int(seed), config, dev,
-                             _local_models(local, s, fg.num_clients) if method.uses_local else None)
+        models = [local.model(s, k) for k in range(fg.num_clients)] if method.uses_local else None
+        ctx = OneShotContext(PublicView.of(fg), int(seed), config, dev, models)
         t0 = time.perf_counter()
         blobs = [client_phase(method, ctx, k, c) for k, c in enumerate(fg.clients)]
         t1 = time.perf_counter()

@@ -33,8 +33,9 @@ from pace_nb.core.errors import ConfigError, unknown
 from pace_nb.core.validation import Interval, Is, ListOf, Options, check_names, declared, param, validate_params
 from pace_nb.methods.evaluation import evaluate_method
 from pace_nb.methods.local import seed_positions
-from pace_nb.methods.contract import Method, register
+from pace_nb.methods.contract import OneRoundMethod, register
 from pace_nb.methods.pace.lowrank import RANK, Params, check_ranks
+from pace_nb.methods.phases import Failure, PublicView, Receipt, Round, ServerResult, Upload, UploadSpec, split_uploads
 from pace_nb.methods.pace.sketch import SketchConfig, client_sketches
 from pace_nb.methods.pace.transport import TransportConfig, external_params, server_returns
 
@@ -186,13 +187,22 @@ class SeedTransport:
 
 
 def transport_seed(fg, local: Sequence[Params], init: Params, config: PaceConfig = PaceConfig()) -> SeedTransport:
-    """Steps 1–3 (without calibration) for the K clients of one seed."""
+    """Steps 1–3 (without calibration) for the K clients of one seed: PACE's round hooks
+    (:meth:`Pace.client_upload`, :meth:`Pace.server_aggregate`) and the receivers' :func:`receive`."""
     t0 = time.perf_counter()
-    ups = [upload(local[i], init, c, config) for i, c in enumerate(fg.clients)]
-    downs = server(ups, config)
+    method = Pace(ranks=(config.rank,), base=config)
+    rnd = Round(PublicView.of(fg), -1, _train_config(init), w0=init)
+    ups = [method.client_upload(rnd, c, local[i]).data for i, c in enumerate(fg.clients)]
+    downs = method.server_aggregate(rnd, list(enumerate(ups))).returns or {}
     ext = [receive(local[i], init, downs[i], config) for i in range(len(local))]
-    return SeedTransport(ext, [len(u) for u in ups], [len(d) for d in downs],
+    return SeedTransport(ext, [len(u) for u in ups], [len(downs[i]) for i in range(len(ups))],
                          lowrank.dense_model_bytes(init), time.perf_counter() - t0)
+
+
+def _train_config(init: Params):
+    from pace_nb.nn.training import TrainConfig
+
+    return TrainConfig(hidden=int(init["conv1.weight"].shape[0]))
 
 
 def variant_configs(variants: Sequence[str], ranks: Sequence[int], base: PaceConfig | None = None
@@ -206,7 +216,7 @@ def variant_configs(variants: Sequence[str], ranks: Sequence[int], base: PaceCon
 
 
 @register
-class Pace(Method):
+class Pace(OneRoundMethod):
     """PACE as a registered method: rows for every seed × ``ranks`` × ``variants`` (Table 2 variants,
     Table 5 ranks; ``base``: the :class:`PaceConfig` the variants start from, None = the paper's)."""
 
@@ -217,6 +227,7 @@ class Pace(Method):
     colour, marker = "#D55E00", "o"
     evaluation = "receivers"
     shared_options = ("variants", "ranks")  # --variants / --rank, a grid's pace_variants / ranks
+    one_per_round = ("variants", "ranks")
     ranked = True
 
     @dataclass(frozen=True)
@@ -233,6 +244,52 @@ class Pace(Method):
         shapes = [(train_config.hidden, fg.num_features), (fg.num_classes, train_config.hidden)]
         check_ranks(self.cfg.ranks if isinstance(self.cfg.ranks, (list, tuple)) else [self.cfg.ranks],
                     "PACE ranks", shapes)
+
+    # -- the round hooks (one variant at one rank) ------------------------------------------------
+    def round_variant(self) -> tuple[str, PaceConfig]:
+        """``(variant, config)`` of this round: its one variant at its one rank."""
+        self.check_round()
+        return variant_configs(self.cfg.variants, self.cfg.ranks, self.cfg.base)[0]
+
+    @property
+    def pace_config(self) -> PaceConfig:
+        return self.round_variant()[1]
+
+    def client_upload(self, rnd: Round, client, local: Params | None = None) -> Upload:
+        """Step 1 on ``local`` = W_L; the client keeps W_L (dense float32) for its receive phase."""
+        assert local is not None, "PACE's upload is built from the client's Local model"
+        return Upload(upload(local, rnd.initial(), client, self.pace_config),
+                      lowrank.serialize(lowrank.dense_carriers(local)))
+
+    def upload_spec(self, config, view: PublicView | None, client: int) -> UploadSpec:
+        if view is None:
+            return UploadSpec("carriers", fixed=True)
+        layout = upload_layout(view.num_features, view.num_classes, config.hidden, self.pace_config)
+        return UploadSpec("carriers", header=layout, bounds=upload_bounds(layout, config.epochs, config.lr), fixed=True)
+
+    def server_aggregate(self, rnd: Round, uploads: Sequence[tuple[int, bytes]],
+                         failures: Sequence[Failure] = ()) -> ServerResult:
+        """Step 2 on the non-empty uploads: one return per sender."""
+        pairs, _ = split_uploads(uploads, failures)
+        returns = server([b for _, b in pairs], self.pace_config)
+        return ServerResult(returns=dict(zip([k for k, _ in pairs], returns, strict=True)))
+
+    def receiver_logits(self, rnd: Round, client, kept: bytes | None, returned: bytes) -> Receipt:
+        """Step 3: W_E from the kept W_L and the returned bytes; the Local and External logits."""
+        from pace_nb.nn.training import client_logits
+
+        if kept is None:
+            raise ConfigError("pace receive before upload: this node holds no Local model")
+        cfg = self.pace_config
+        w_l = lowrank.reconstruct(lowrank.deserialize(kept))
+        w_e = receive(w_l, rnd.initial(), returned, cfg)
+        return Receipt(client_logits(w_l, client, device=rnd.device), client_logits(w_e, client, device=rnd.device),
+                       cfg.alpha if isinstance(cfg.alpha, str) else float(cfg.alpha))
+
+    def receiver_fields(self, rnd: Round) -> dict[str, Any]:
+        variant, cfg = self.round_variant()
+        return {"variant": variant, "rank": cfg.rank, "dense_bytes": lowrank.dense_model_bytes(rnd.initial()),
+                "params": {"pace": asdict(cfg), "train": asdict(rnd.config)}}
 
     def run(self, fg, local, *, seeds=None, device="auto", progress=True, local_logits=None, train_config=None):
         return run_pace(fg, local, seeds=seeds, device=device, progress=progress, local_logits=local_logits,

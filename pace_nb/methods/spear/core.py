@@ -135,6 +135,37 @@ def serialize_upload(protos: Tensor, counts: Tensor) -> bytes:
     return buf.getvalue()
 
 
+def parse_upload(data: bytes, num_classes: int) -> tuple[Tensor, Tensor]:
+    """The server's view of an upload of :func:`serialize_upload`: ``(p [C, F] float32, n [C] long)``,
+    absent classes zero; an empty upload (a client holding no class) is ``(p [C, 0], n = 0)``.
+    Raises ``ValueError`` when the classes, counts and prototypes disagree."""
+    if not data:
+        return torch.zeros(num_classes, 0), torch.zeros(num_classes, dtype=torch.long)
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        classes, counts, protos = z["classes"], z["counts"], z["prototypes"]
+    if ((classes.size and (classes.min() < 0 or classes.max() >= num_classes))
+            or np.unique(classes).size != classes.size or (counts < 0).any()
+            or protos.ndim != 2 or counts.shape != classes.shape or protos.shape[0] != classes.size):
+        raise ValueError("malformed SPEAR upload: classes, counts and prototypes disagree")
+    p = torch.zeros(num_classes, protos.shape[1], dtype=torch.float32)
+    n = torch.zeros(num_classes, dtype=torch.long)
+    idx = torch.from_numpy(classes.astype(np.int64))
+    p[idx] = torch.from_numpy(protos.astype(np.float32))
+    n[idx] = torch.from_numpy(counts.astype(np.int64))
+    return p, n
+
+
+def stack_uploads(parsed: list[tuple[Tensor, Tensor]], num_classes: int) -> tuple[Tensor, Tensor]:
+    """The server's (P [K', C, F], N [K', C]) from parsed uploads (an empty one: zero prototypes)."""
+    widths = {p.shape[1] for p, n in parsed if bool((n > 0).any())}
+    if len(widths) != 1:
+        raise ConfigError("no admitted SPEAR client uploaded a prototype (every upload was empty)" if not widths else
+                          f"SPEAR uploads of several prototype widths {sorted(widths)}")
+    f = widths.pop()
+    P = torch.stack([p if p.shape[1] == f else torch.zeros(num_classes, f) for p, _ in parsed])
+    return P, torch.stack([n for _, n in parsed])
+
+
 def upload_bytes(P: Tensor, N: Tensor) -> list[int]:
     """Serialized upload size per client (bytes); a client holding no class sends nothing (0)."""
     return [len(serialize_upload(P[k], N[k])) if bool((N[k] > 0).any()) else 0 for k in range(P.shape[0])]
