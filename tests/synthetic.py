@@ -2,6 +2,7 @@
 imports another): hand-made clients and federations, the PyG reference GCN, batched set-ups."""
 from __future__ import annotations
 
+import math
 import textwrap
 
 import torch
@@ -179,3 +180,13 @@ def forget_temp_module(package: str, module: str, *method_ids: str) -> None:
     for name in method_ids:
         if METHODS.registered_now(name) is not None:
             METHODS.remove(name)
+
+
+def gap_entry(method: str, ours: float, paper: float, variant: str = "native", **kw) -> dict:
+    """One scored table entry (a row of ``analysis.verdicts``' input) on Cora, Louvain K = 10; ``kw``
+    overrides any column."""
+    base = dict(row=method, col="Cora Acc", dataset="Cora", partition="louvain", num_clients=10, beta=math.nan,
+                method=method, variant=variant, rank=0, metric="acc", paper_mean=paper, paper_std=math.nan,
+                ours_mean=ours, ours_std=math.nan, n_seeds=5, diff=ours - paper, status="ok", n_draws=0,
+                draw_min=math.nan, draw_max=math.nan)
+    return {**base, **kw}

@@ -15,17 +15,10 @@ from pace_nb.analysis import causes as cz
 from pace_nb.analysis import evidence as evd
 from pace_nb.analysis import verdicts as vd
 from pace_nb.analysis.causes import EXPLAINED, UNEXPLAINED
+from synthetic import gap_entry as _e
 
 ROOT = Path(__file__).resolve().parents[2]
 CAUSE = {c.name: c for c in cz.CAUSES}
-
-
-def _e(method: str, ours: float, paper: float, variant: str = "native", **kw) -> dict:
-    base = dict(row=method, col="Cora Acc", dataset="Cora", partition="louvain", num_clients=10, beta=math.nan,
-                method=method, variant=variant, rank=0, metric="acc", paper_mean=paper, paper_std=math.nan,
-                ours_mean=ours, ours_std=math.nan, n_seeds=5, diff=ours - paper, status="ok", n_draws=0,
-                draw_min=math.nan, draw_max=math.nan)
-    return {**base, **kw}
 
 
 def _cell(method: str, mean: float, params: dict, **where) -> pd.DataFrame:

@@ -2,7 +2,6 @@
 distinct measurements and the count line — on hand-built frames, independent of the shipped store."""
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 
@@ -10,17 +9,10 @@ from fake_results import make_rows
 from pace_nb.analysis import causes as cz
 from pace_nb.analysis import verdicts as vd
 from pace_nb.analysis.causes import EXPLAINED, NOT_SIGNIFICANT, UNEXPLAINED
+from synthetic import gap_entry as _e
 
 NOVA = next(c for c in cz.CAUSES if c.name == "fednova-is-fedavg")
 AUX = next(c for c in cz.CAUSES if c.name == "fedaux-is-local")
-
-
-def _e(method: str, ours: float, paper: float, variant: str = "native", **kw) -> dict:
-    base = dict(row=method, col="Cora Acc", dataset="Cora", partition="louvain", num_clients=10, beta=math.nan,
-                method=method, variant=variant, rank=0, metric="acc", paper_mean=paper, paper_std=math.nan,
-                ours_mean=ours, ours_std=math.nan, n_seeds=5, diff=ours - paper, status="ok", n_draws=0,
-                draw_min=math.nan, draw_max=math.nan)
-    return {**base, **kw}
 
 
 def _store(nova: float = 0.0, aux: float = 0.4) -> pd.DataFrame:
