@@ -16,7 +16,7 @@ import seaborn as sns
 
 from matplotlib.ticker import FuncFormatter
 
-from pace_nb.core.schema import DIRECTION_COLORS, PACE_VARIANT_LABELS
+from pace_nb.core.schema import DIRECTION_COLORS
 from pace_nb.data.datasets import dataset_order
 from pace_nb.methods.registry import method_label
 from pace_nb.viz.style import (COLUMN, FULL, ROW, client_palette, fixed_jitter, method_color, method_marker,  # noqa: F401
@@ -177,32 +177,6 @@ def plot_consensus_compare(cons: pd.DataFrame, title: str = "", ax=None) -> plt.
         ax.set(xlabel="column norm under Mean", ylabel="column norm under RegMean", title=p)
         fig.colorbar(sc, ax=ax, label=r"$\log_{10}\sum_j c_j[d]$ (floor −3)")
     fig.suptitle(title or r"RegMean vs Mean consensus $\Delta^C$: norm of each input column (Eq. 6–7)")
-    return fig
-
-
-def plot_variant_bars(rows: pd.DataFrame, methods_variants: Sequence[tuple[str, str]], metric: str = "acc",
-                      title: str = "", ax=None) -> plt.Figure:
-    """Pooled accuracy (mean ± std over seeds) of chosen (method, variant) pairs, e.g. the
-    Table 2 ablations (Mean vs RegMean consensus …)."""
-    _require(rows, ["method", "variant", "receiver", "seed", metric], "plot_variant_bars")
-    keep = pd.MultiIndex.from_frame(rows[["method", "variant"]]).isin(list(methods_variants))
-    f = rows[keep & (rows["receiver"] < 0)]
-    _require(f, ["method"], "plot_variant_bars (requested variants)")
-
-    def name(m, v):
-        return PACE_VARIANT_LABELS.get(v, v) if m == "pace" else method_label(m) + ("" if v == "native" else f" ({v})")
-
-    f = f.assign(label=[name(m, v) for m, v in zip(f["method"], f["variant"], strict=True)])
-    order = [name(m, v) for m, v in methods_variants if name(m, v) in set(f["label"])]
-    colour = {name(m, v): method_color(v if m == "pace" and v != "full" else m) for m, v in methods_variants}
-    fig, ax = subplots(ax, figsize=(COLUMN + 1.0, 0.42 * len(order) + 1.0))
-    sns.barplot(f, y="label", x=metric, order=order, hue="label", palette=colour, errorbar="sd", ax=ax, legend=False,
-                saturation=1)
-    means, sds = f.groupby("label")[metric].mean(), f.groupby("label")[metric].std().fillna(0)
-    for i, lab in enumerate(order):
-        ax.text(means[lab] + sds[lab], i, f"  {means[lab]:.1f}", va="center", fontsize="small")
-    ax.set(xlim=(0, min(100, (means + sds).max() + 12)), ylabel="variant",
-           xlabel="pooled test accuracy (%, mean ± sd over seeds)", title=title or "consensus / return variants")
     return fig
 
 
