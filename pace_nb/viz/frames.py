@@ -246,6 +246,17 @@ def pace_rank_rows(rows: pd.DataFrame, rank: int = 6) -> pd.DataFrame:
                                               & (rows["rank"] == rank))]
 
 
+def silo_frame(rows: pd.DataFrame, rank: int = 6) -> pd.DataFrame:
+    """``receiver, seed, alpha, diff``: each silo's CNLL α* and PACE − Local (points, on its own test
+    nodes) per run seed, from result rows of Local and full PACE at ``rank`` (one setting)."""
+    from pace_nb.analysis.diagnostics import receiver_units
+
+    pace_rows = pace_rank_rows(rows, rank)
+    units = receiver_units(pace_rows)[["seed", "receiver", "diff"]]
+    pace = pace_rows[(pace_rows["method"] == "pace") & (pace_rows["receiver"] >= 0)][["seed", "receiver", "alpha"]]
+    return units.merge(pace, on=["seed", "receiver"], how="left")[["receiver", "seed", "alpha", "diff"]]
+
+
 def alpha_utilisation_frame(rows: pd.DataFrame, rank: int = 6) -> pd.DataFrame:
     """Table 3 per dataset: α use over receiver–seed units and mean upload / return ratios."""
     from pace_nb.analysis.diagnostics import alpha_utilisation

@@ -162,3 +162,36 @@ def plot_receiver_means(means: pd.DataFrame, title: str = "") -> plt.Figure:
                loc="outside lower center")
     fig.suptitle(title or "per-receiver seed means of PACE − Local")
     return fig
+
+
+def plot_silos(silos: pd.DataFrame, title: str = "", ax=None) -> plt.Figure:
+    """Per silo (client): its CNLL α* (top; 0 keeps the Local model) and PACE − Local on its own
+    test nodes (bottom; bar: mean over seeds, dots: seeds), the worst silo named.
+    ``silos``: :func:`pace_nb.viz.frames.silo_frame`."""
+    _require(silos, ["receiver", "seed", "alpha", "diff"], "plot_silos")
+    fig, (top, bot) = subplots(ax, 2, 1, figsize=(FULL, 2 * ROW), sharex=True, height_ratios=[1, 1.3])
+    silo = sorted(silos["receiver"].unique())
+    x = {r: i for i, r in enumerate(silo)}
+    means = silos.groupby("receiver")[["alpha", "diff"]].mean()
+    xs = silos["receiver"].map(x)
+    top.bar(range(len(silo)), means.loc[silo, "alpha"], color=method_color("pace"), alpha=0.35, width=0.6)
+    top.scatter(xs, silos["alpha"], color=method_color("pace"), s=10, zorder=3)
+    top.set(ylim=(0, 1.05), ylabel="CNLL α*", title="α*: the weight of the returned model (0 = Local kept)")
+    diff = means.loc[silo, "diff"]
+    colours = [OUTCOME_COLORS["helped" if v > 0.01 else "harmed" if v < -0.01 else "tied"] for v in diff]
+    bot.bar(range(len(silo)), diff, color=colours, width=0.6)
+    bot.scatter(xs, silos["diff"], color="k", s=8, zorder=3)
+    bot.axhline(0, color="k", lw=0.8)
+    worst = diff.idxmin()
+    bot.annotate(f"worst: silo {worst}, {diff[worst]:+.2f} points", (x[worst], diff[worst]), xytext=(0, -14),
+                 textcoords="offset points", ha="center", va="top", fontsize="small", fontweight="bold")
+    lo, hi = bot.get_ylim()
+    bot.set_ylim(lo - 0.2 * (hi - lo), hi)
+    bot.set_xticks(range(len(silo)), [str(r) for r in silo])
+    bot.set(xlabel="silo (client)", ylabel="PACE − Local (points)",
+            title="PACE − Local on each silo's own test nodes (bar: mean, dots: seeds)")
+    for a in (top, bot):
+        a.title.set_fontsize("small")
+    seeds = silos["seed"].nunique()
+    fig.suptitle(title or f"per silo: α* and what PACE changes ({seeds} seed{'s' if seeds != 1 else ''})")
+    return fig

@@ -337,4 +337,4 @@ def plot_alpha_utilisation(util: pd.DataFrame, paper: pd.DataFrame | None = None
 
 # ------------------------------------------------------------------ 04 receiver harm (viz/harm.py)
 from pace_nb.viz.harm import (_in_order, _setting_labels, plot_harm_units, plot_paired_differences,  # noqa: E402,F401
-                              plot_receiver_means)
+                              plot_receiver_means, plot_silos)

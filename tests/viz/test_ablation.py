@@ -142,3 +142,15 @@ def test_sweeps_beta_panel_is_full_width_and_names_the_baselines():
     assert [t.get_text() for t in base_ax.get_yticklabels()] == ["FedAvg", "FedCVAE", "SPEAR"]  # names, best on top
     assert "not run" in beta_ax.get_title()
     assert all(len(lg.get_texts()) <= 5 for lg in fig.legends)  # no 19-entry legend
+
+
+def test_silos_figure_shows_alpha_and_names_the_worst_silo():
+    rows = make_rows("Cora", num_clients=4)
+    rows.loc[(rows.method == "pace") & (rows.receiver == 2), "acc"] -= 5  # silo 2 harmed
+    silos = views.silo_frame(rows)
+    assert sorted(silos.columns) == ["alpha", "diff", "receiver", "seed"] and len(silos) == 4 * 5
+    assert silos.groupby("receiver")["diff"].mean().idxmin() == 2
+    fig = plots.plot_silos(silos)
+    assert figure_problems(fig) == []
+    assert any(t.startswith("worst: silo 2, -4.00") for t in _texts(fig))
+    assert "5 seeds" in fig.get_suptitle()
