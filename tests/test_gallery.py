@@ -102,3 +102,45 @@ def test_cli_check_takes_no_output_options(capsys):
 @pytest.mark.parametrize("status", gallery.STATUSES)
 def test_statuses_read_as_lines(status):
     assert gallery.FigureDiff("01_x.png", status, "why").line() == f"01_x.png: {status} (why)"
+
+
+# ----------------------------------------------------------------------------- the page
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_committed_page_is_what_the_captions_generate_and_every_figure_has_one():
+    """docs/GALLERY.md: generated from docs/gallery.toml; every committed figure has an entry, every
+    entry a figure, and none is drawn wider than the page shows at its size."""
+    entries = gallery.read_captions(ROOT / gallery.CAPTIONS)
+    assert gallery.page_problems(entries, ROOT / "figures", ROOT / gallery.PAGE) == []
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "docs/GALLERY.md" in readme
+
+
+def test_page_names_missing_captions_figures_wide_ones_and_a_stale_page(tmp_path):
+    figs = tmp_path / "figures"
+    _draw(figs, "01_a", 1.0)
+    _draw(figs, "01_b", 1.0)
+    fig, ax = plt.subplots(figsize=(11, 1))
+    save_figure(fig, "01_wide", figs, formats=("png",))
+    plt.close(fig)
+    (tmp_path / "g.toml").write_text('[[figure]]\nfile = "01_a.png"\nsection = "S"\ntitle = "A"\ncaption = "a, as drawn."\n'
+                                     '[[figure]]\nfile = "01_wide.png"\nsection = "S"\ntitle = ""\ncaption = "wide."\n'
+                                     '[[figure]]\nfile = "01_gone.png"\nsection = "T"\ntitle = "G"\ncaption = "gone."\n')
+    entries = gallery.read_captions(tmp_path / "g.toml")
+    page = gallery.gallery_page(entries)
+    assert '<img src="../figures/01_a.png" width="100%" alt="A">\n\nA, as drawn.' in page
+    assert page.index("## S") < page.index("### A") < page.index("### 01_wide") < page.index("## T")
+    (tmp_path / "GALLERY.md").write_text(page)
+    got = [(d.name, d.status) for d in gallery.page_problems(entries, figs, tmp_path / "GALLERY.md")]
+    assert got == [("01_b.png", "no caption"), ("01_gone.png", "no figure"), ("01_wide.png", "too wide")]
+    (tmp_path / "GALLERY.md").write_text(page + "edited by hand\n")
+    assert ("GALLERY.md", "page stale") in [(d.name, d.status) for d in gallery.page_problems(entries, figs, tmp_path / "GALLERY.md")]
+
+
+def test_malformed_caption_entry_is_one_error_naming_it(tmp_path):
+    from pace_nb.core.errors import ConfigError
+
+    (tmp_path / "g.toml").write_text('[[figure]]\nfile = "01_a.png"\nsection = "S"\ncaption = ""\n')
+    with pytest.raises(ConfigError, match=r"figure entry 1 \(01_a.png\).*unknown: title, caption"):
+        gallery.read_captions(tmp_path / "g.toml")

@@ -58,7 +58,7 @@ def plot_umap_panels(coords: pd.DataFrame, silhouettes: Mapping[str, float] | No
     representation → score."""
     _require(coords, ["representation", "x", "y", "label", "client"], "plot_umap_panels")
     reps = list(order or dict.fromkeys(coords["representation"]))
-    fig, axes = subplots(ax, 2, len(reps), figsize=(max(FULL + 1.2, 1.9 * len(reps) + 1.2), 2 * ROW + 0.5),
+    fig, axes = subplots(ax, 2, len(reps), figsize=(min(max(FULL + 1.2, 1.9 * len(reps) + 1.2), 9.6), 2 * ROW + 0.5),
                              squeeze=False)
     cls_pal = _class_palette(coords["label"])
     cli_pal = client_palette(coords["client"])

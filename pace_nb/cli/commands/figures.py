@@ -16,9 +16,13 @@ its own rows) is stored in the results store's ``artifacts/`` and read on the ne
 the shipped store ``pace-nb figures`` replots the gallery without training; ``--recompute``
 computes it afresh (new entries go to ``--results`` or ``data/results``, never the shipped store).
 
+Drawing the committed gallery also writes its page ``docs/GALLERY.md`` (every figure at full width,
+its caption under it) from the captions in ``docs/gallery.toml``.
+
 ``--check`` writes nothing: it executes the notebooks on the shipped store into a temporary folder
 and exits 1 when a committed figure is not what they draw (pixels that differ, a figure drawn but
-not committed or committed but drawn by no notebook, a PNG without its PDF; :mod:`pace_nb.gallery`).
+not committed or committed but drawn by no notebook, a PNG without its PDF), a figure has no
+caption or a caption no figure, or the page is not what the captions generate (:mod:`pace_nb.gallery`).
 """
 from __future__ import annotations
 
@@ -124,4 +128,9 @@ def run(args) -> int:
           f"skipped in {total:.0f} s; executed copies in {runs[0].output.rsplit('/', 1)[0] if runs else '-'}")
     if args.json:
         atomic_write_json(args.json, {"runs": [vars(r) for r in runs]})
+    root = default_figures_dir().parent
+    if figures_dir is None and (root / "docs" / "gallery.toml").is_file():  # the committed gallery: its page
+        from pace_nb.gallery import write_page
+
+        print(f"gallery page {write_page(root)}")
     return 0
