@@ -91,8 +91,13 @@ class NotebookContext:
         to ``saved``) and keep it open so that it still shows inline."""
         from pace_nb.viz.style import save_figure
 
+        from pace_nb.viz.check import colour_note
+
         stem = "_".join([self.notebook.split("_")[0], what] + ([self.dataset] if dataset else []))
         self.saved.extend(save_figure(fig, stem, self.figures_dir))
+        note = colour_note(fig)
+        if note:  # more than eight series: what a colour-blind reader can tell apart
+            print(f"{stem}: {note}")
 
     def describe(self) -> str:
         rank = f"rank={self.rank}, " if self.takes_rank else ""

@@ -5,6 +5,11 @@ at the figure's saved size, a legend overlapping an axes title or the figure tit
 overlapping each other (a panel title wider than its panel), overlapping tick labels, a code name
 in a label (a registry id such as ``fedavg`` or a raw column such as ``acc_mean`` instead of the
 display name), and a legend entry of a method drawn in another colour than the palette's.
+
+:func:`colour_report` measures what a colour-blind reader can tell apart: for every legend of more
+than :data:`MANY_SERIES` entries, the smallest CIE76 ΔE after the deuteranopia simulation
+(:mod:`pace_nb.viz.colour`) between entries that only their colour tells apart (same line style
+and marker).
 """
 from __future__ import annotations
 
@@ -113,3 +118,42 @@ def figure_problems(fig: plt.Figure) -> list[str]:
             if m in known and colour is not None and colour.lower() != known[m].lower():
                 problems.append(f"legend entry {txt.get_text()!r} drawn in {colour}, palette has {known[m]}")
     return problems
+
+
+#: A legend with more series than this gets its colours measured (:func:`colour_report`).
+MANY_SERIES = 8
+
+
+def _look(h) -> tuple[str, str]:
+    """What besides colour tells a legend entry apart: its line style and marker."""
+    ls = getattr(h, "get_linestyle", lambda: "")()
+    marker = getattr(h, "get_marker", lambda: "")()
+    return (str(ls), str(marker))
+
+
+def colour_report(fig: plt.Figure, cvd: str = "deuteranopia") -> list[tuple[str, int, float | None]]:
+    """``(legend title, entries, smallest ΔE under cvd)`` for every legend of more than
+    :data:`MANY_SERIES` entries; ΔE between entries of the same line style and marker (None: none
+    share one, style alone tells them apart)."""
+    from pace_nb.viz.colour import min_delta_e
+
+    out = []
+    for lg in [lg for lg in fig.findobj(Legend) if lg.get_visible()]:
+        entries = [(_handle_colour(h), _look(h)) for h in lg.legend_handles if h is not None]
+        entries = [(c, look) for c, look in entries if c is not None]
+        if len(entries) <= MANY_SERIES:
+            continue
+        worst = None
+        for look in dict.fromkeys(look for _, look in entries):
+            same = [c for c, lk in entries if lk == look]
+            if len(same) > 1:
+                d = min_delta_e(same, cvd)[0]
+                worst = d if worst is None else min(worst, d)
+        out.append((lg.get_title().get_text() or "legend", len(entries), worst))
+    return out
+
+
+def colour_note(fig: plt.Figure) -> str:
+    """One line per legend of more than :data:`MANY_SERIES` entries (empty when none)."""
+    return "; ".join(f"{title}: {n} series, smallest ΔE under deuteranopia "
+                     + ("— (line styles tell them apart)" if d is None else f"{d:.1f}") for title, n, d in colour_report(fig))

@@ -227,10 +227,34 @@ def with_store(rows: pd.DataFrame, results_dir=None, **filters) -> pd.DataFrame:
     return pd.concat([rows, store[[c for c in rows.columns if c in store.columns]]], ignore_index=True)
 
 
+def store_first(rows: pd.DataFrame, results_dir=None, **filters) -> pd.DataFrame:
+    """The results store's rows (same filters) plus ``rows`` of the datasets the store does not
+    hold: a figure of a paper's table reads the committed cells, the notebook's own run fills in
+    only what the store lacks (the inverse of :func:`with_store`)."""
+    from pace_nb.experiments.store import load_results
+
+    store = load_results(results_dir, **filters)
+    if store.empty:
+        return rows
+    own = rows[~rows["dataset"].isin(set(store["dataset"]))]
+    return pd.concat([store, own[[c for c in store.columns if c in own.columns]]], ignore_index=True)
+
+
 def pace_rank_rows(rows: pd.DataFrame, rank: int = 6) -> pd.DataFrame:
     """Local rows and the full-PACE rows at ``rank`` (what Table 3 / Fig. 4 compare)."""
     return rows[(rows["method"] == "local") | ((rows["method"] == "pace") & (rows["variant"] == "full")
                                               & (rows["rank"] == rank))]
+
+
+def silo_frame(rows: pd.DataFrame, rank: int = 6) -> pd.DataFrame:
+    """``receiver, seed, alpha, diff``: each silo's CNLL α* and PACE − Local (points, on its own test
+    nodes) per run seed, from result rows of Local and full PACE at ``rank`` (one setting)."""
+    from pace_nb.analysis.diagnostics import receiver_units
+
+    pace_rows = pace_rank_rows(rows, rank)
+    units = receiver_units(pace_rows)[["seed", "receiver", "diff"]]
+    pace = pace_rows[(pace_rows["method"] == "pace") & (pace_rows["receiver"] >= 0)][["seed", "receiver", "alpha"]]
+    return units.merge(pace, on=["seed", "receiver"], how="left")[["receiver", "seed", "alpha", "diff"]]
 
 
 def alpha_utilisation_frame(rows: pd.DataFrame, rank: int = 6) -> pd.DataFrame:
@@ -296,6 +320,25 @@ def prototype_frames(fg, config=None, seed: int = 0, coords: pd.DataFrame | None
     row = align[align["centroids"] == "client"].iloc[0]
     return (coords[coords["kind"] == "node"], coords[coords["kind"] != "node"],
             {"local": float(row["local_dist"]), "global": float(row["global_dist"])})
+
+
+# ----------------------------------------------------------------------------- the papers' values on figures
+def paper_paired_means(table1: pd.DataFrame) -> pd.DataFrame:
+    """``dataset, metric, value``: the paper's PACE − Local per dataset (Fig. 4a–b; a seed-paired
+    mean difference is the difference of the two means), from PACE Table 1's values."""
+    keyed = table1.set_index(["dataset", "metric", "method"])["value"]
+    recs = [{"dataset": d, "metric": m, "value": float(keyed[(d, m, "pace")] - keyed[(d, m, "local")])}
+            for d, m in dict.fromkeys(zip(table1["dataset"], table1["metric"], strict=True))
+            if (d, m, "pace") in keyed.index and (d, m, "local") in keyed.index]
+    return pd.DataFrame(recs, columns=["dataset", "metric", "value"])
+
+
+def paper_harm_units(table_a: pd.DataFrame) -> dict:
+    """The paper's pooled receiver–seed units (App. A / Fig. 4c): ``datasets`` (the pooled ones)
+    and ``helped``, ``tied``, ``harmed`` counts."""
+    got = table_a.set_index("metric")["value"]
+    return {"datasets": str(table_a["dataset"].iloc[0]).split("+"),
+            **{k: int(got[k]) for k in ("helped", "tied", "harmed")}}
 
 
 # ----------------------------------------------------------------------------- paper tables

@@ -16,11 +16,11 @@ import seaborn as sns
 
 from matplotlib.ticker import FuncFormatter
 
-from pace_nb.core.schema import DIRECTION_COLORS, PACE_VARIANT_LABELS
+from pace_nb.core.schema import DIRECTION_COLORS
 from pace_nb.data.datasets import dataset_order
 from pace_nb.methods.registry import method_label
-from pace_nb.viz.style import (COLUMN, FULL, ROW, client_palette, fixed_jitter, method_color, method_marker,  # noqa: F401
-                              method_palette, panel_grid, require_columns, save_figure, set_style, subplots)
+from pace_nb.viz.style import (COLUMN, FULL, ROW, client_dashes, client_palette, fixed_jitter,  # noqa: F401
+                              method_color, method_marker, method_palette, panel_grid, require_columns, save_figure, set_style, subplots)
 
 _require, _grid = require_columns, panel_grid
 _PLAIN = FuncFormatter(lambda v, _: f"{v:g}")  # log axes: 2, 5, 10, 50 instead of 2×10⁰ …
@@ -63,15 +63,15 @@ def plot_training_curves(curves: pd.DataFrame, title: str = "", ax=None) -> plt.
     _require(curves, ["client", "epoch", "loss", "train_acc"], "plot_training_curves")
     fig, axes = subplots(ax, 1, 2, figsize=(FULL, ROW))
     frame = curves.assign(train_acc=100 * curves["train_acc"], client=curves["client"].astype(int))
-    pal = client_palette(frame["client"])
+    pal, dashes = client_palette(frame["client"]), client_dashes(frame["client"])
     for ax, col, label in zip(axes, ["loss", "train_acc"], ["training loss (cross-entropy)", "training accuracy (%)"], strict=True):
-        sns.lineplot(frame, x="epoch", y=col, hue="client", palette=pal, errorbar=("pi", 100), ax=ax,
-                     legend=False, linewidth=1)
+        sns.lineplot(frame, x="epoch", y=col, hue="client", palette=pal, style="client", dashes=dashes,
+                     errorbar=("pi", 100), ax=ax, legend=False, linewidth=1)
         ax.set(xlabel="epoch", ylabel=label)
     axes[0].set_yscale("log")
     axes[0].yaxis.set_major_formatter(_PLAIN)
     axes[0].yaxis.set_minor_formatter(_PLAIN if axes[0].get_ylim()[1] / axes[0].get_ylim()[0] < 20 else "")
-    handles = [plt.Line2D([], [], color=c, lw=1.5) for c in pal.values()]
+    handles = [plt.Line2D([], [], color=c, lw=1.5, ls="--" if dashes[k] else "-") for k, c in pal.items()]
     fig.legend(handles, [str(c) for c in pal], title="client", fontsize="small", loc="outside right center")
     fig.suptitle(title or "local training, mean over seeds (band: range); last checkpoint = $W_L$")
     return fig
@@ -115,11 +115,11 @@ def plot_singular_spectra(spectra: pd.DataFrame, rank: int = 6, title: str = "",
     _require(spectra, ["param", "client", "index", "sigma"], "plot_singular_spectra")
     params = list(dict.fromkeys(spectra["param"]))
     fig, axes = subplots(ax, 2, len(params), figsize=(FULL, 2 * ROW), squeeze=False, sharex="col")
-    pal = client_palette(spectra["client"])
+    pal, dashes = client_palette(spectra["client"]), client_dashes(spectra["client"])
     for j, p in enumerate(params):
         f = spectra[spectra["param"] == p].assign(index=lambda d: d["index"] + 1)
         f = f.assign(energy=f.groupby("client")["sigma"].transform(lambda s: (s**2).cumsum() / max((s**2).sum(), 1e-30)))
-        kw = dict(hue="client", palette=pal, linewidth=1, legend=False)
+        kw = dict(hue="client", palette=pal, style="client", dashes=dashes, linewidth=1, legend=False)
         sns.lineplot(f, x="index", y="sigma", ax=axes[0, j], **kw)
         sns.lineplot(f, x="index", y="energy", ax=axes[1, j], **kw)
         full = int(f["index"].max())
@@ -134,7 +134,7 @@ def plot_singular_spectra(spectra: pd.DataFrame, rank: int = 6, title: str = "",
             right = rank > 0.6 * full
             axes[1, j].annotate(f"r = {rank}: {e.mean():.0%} (mean)", (rank, e.mean()), xytext=(-8 if right else 8, -16),
                                 textcoords="offset points", fontsize="small", ha="right" if right else "left")
-    handles = [plt.Line2D([], [], color=c, lw=1.5) for c in pal.values()]
+    handles = [plt.Line2D([], [], color=c, lw=1.5, ls="--" if dashes[k] else "-") for k, c in pal.items()]
     fig.legend(handles, [str(c) for c in pal], title="client", loc="outside right center", fontsize="small")
     fig.suptitle(title or r"spectra of the local updates $\Delta_i = W_L - W_0$")
     return fig
@@ -177,32 +177,6 @@ def plot_consensus_compare(cons: pd.DataFrame, title: str = "", ax=None) -> plt.
         ax.set(xlabel="column norm under Mean", ylabel="column norm under RegMean", title=p)
         fig.colorbar(sc, ax=ax, label=r"$\log_{10}\sum_j c_j[d]$ (floor −3)")
     fig.suptitle(title or r"RegMean vs Mean consensus $\Delta^C$: norm of each input column (Eq. 6–7)")
-    return fig
-
-
-def plot_variant_bars(rows: pd.DataFrame, methods_variants: Sequence[tuple[str, str]], metric: str = "acc",
-                      title: str = "", ax=None) -> plt.Figure:
-    """Pooled accuracy (mean ± std over seeds) of chosen (method, variant) pairs, e.g. the
-    Table 2 ablations (Mean vs RegMean consensus …)."""
-    _require(rows, ["method", "variant", "receiver", "seed", metric], "plot_variant_bars")
-    keep = pd.MultiIndex.from_frame(rows[["method", "variant"]]).isin(list(methods_variants))
-    f = rows[keep & (rows["receiver"] < 0)]
-    _require(f, ["method"], "plot_variant_bars (requested variants)")
-
-    def name(m, v):
-        return PACE_VARIANT_LABELS.get(v, v) if m == "pace" else method_label(m) + ("" if v == "native" else f" ({v})")
-
-    f = f.assign(label=[name(m, v) for m, v in zip(f["method"], f["variant"], strict=True)])
-    order = [name(m, v) for m, v in methods_variants if name(m, v) in set(f["label"])]
-    colour = {name(m, v): method_color(v if m == "pace" and v != "full" else m) for m, v in methods_variants}
-    fig, ax = subplots(ax, figsize=(COLUMN + 1.0, 0.42 * len(order) + 1.0))
-    sns.barplot(f, y="label", x=metric, order=order, hue="label", palette=colour, errorbar="sd", ax=ax, legend=False,
-                saturation=1)
-    means, sds = f.groupby("label")[metric].mean(), f.groupby("label")[metric].std().fillna(0)
-    for i, lab in enumerate(order):
-        ax.text(means[lab] + sds[lab], i, f"  {means[lab]:.1f}", va="center", fontsize="small")
-    ax.set(xlim=(0, min(100, (means + sds).max() + 12)), ylabel="variant",
-           xlabel="pooled test accuracy (%, mean ± sd over seeds)", title=title or "consensus / return variants")
     return fig
 
 
@@ -363,4 +337,4 @@ def plot_alpha_utilisation(util: pd.DataFrame, paper: pd.DataFrame | None = None
 
 # ------------------------------------------------------------------ 04 receiver harm (viz/harm.py)
 from pace_nb.viz.harm import (_in_order, _setting_labels, plot_harm_units, plot_paired_differences,  # noqa: E402,F401
-                              plot_receiver_means)
+                              plot_receiver_means, plot_silos)

@@ -1,4 +1,5 @@
-"""SPEAR figures (Fig. 2, 4, 5) and the ours-vs-paper scatter, in the :mod:`pace_nb.viz.pace` style."""
+"""SPEAR figures (Fig. 2, 5; Fig. 4 in :mod:`pace_nb.viz.sweeps`) and the ours-vs-paper scatter, in the
+:mod:`pace_nb.viz.pace` style."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -9,10 +10,9 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
 from pace_nb.core.errors import ConfigError
-from pace_nb.core.schema import SPEAR_VARIANT_LABELS
 from pace_nb.methods.registry import method_label
-from pace_nb.viz.style import (FULL, ROW, client_palette, method_color, method_marker, panel_grid as _grid,
-                              require_columns as _require, subplots)
+from pace_nb.viz.sweeps import _SERIES_COLORS, _SERIES_MARKERS, plot_sweeps  # noqa: F401  (SPEAR Fig. 4)
+from pace_nb.viz.style import (FULL, ROW, client_palette, method_color, require_columns as _require, subplots)
 
 
 #: Class colours: Okabe–Ito (up to 8 classes), then Paul Tol's muted scheme.
@@ -58,7 +58,7 @@ def plot_umap_panels(coords: pd.DataFrame, silhouettes: Mapping[str, float] | No
     representation → score."""
     _require(coords, ["representation", "x", "y", "label", "client"], "plot_umap_panels")
     reps = list(order or dict.fromkeys(coords["representation"]))
-    fig, axes = subplots(ax, 2, len(reps), figsize=(max(FULL + 1.2, 1.9 * len(reps) + 1.2), 2 * ROW + 0.5),
+    fig, axes = subplots(ax, 2, len(reps), figsize=(min(max(FULL + 1.2, 1.9 * len(reps) + 1.2), 9.6), 2 * ROW + 0.5),
                              squeeze=False)
     cls_pal = _class_palette(coords["label"])
     cli_pal = client_palette(coords["client"])
@@ -142,103 +142,6 @@ def plot_prototypes(nodes: pd.DataFrame, protos: pd.DataFrame, distances: Mappin
     handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=str(k)) for k, c in pal.items()]
     fig.legend(handles=handles, title="class", loc="outside right center", fontsize="small")
     fig.suptitle(title or "local vs calibrated global prototypes (SPEAR Fig. 5)")
-    return fig
-
-
-_PARAM_LABELS = {"beta": "Dirichlet β", "gamma": "shrinkage γ", "T": "PPR steps T", "a": "propagation weight a",
-                 "num_clients": "clients K"}
-
-
-def _hue_label(hue: str, h, k=None) -> str:
-    if hue == "variant":
-        return SPEAR_VARIANT_LABELS.get(h, str(h))
-    if hue == "method":
-        return method_label(h)
-    return f"{h} (K = {int(k)})" if hue == "dataset" and k is not None and k == k else str(h)
-
-
-def _hue_colour(hue: str, h, i: int) -> str:
-    if hue in ("method", "variant"):
-        return method_color("spear" if h == "full" else h)
-    return _SERIES_COLORS[i % len(_SERIES_COLORS)]
-
-
-def _hue_marker(hue: str, h, i: int) -> str:
-    return method_marker("spear" if h == "full" else str(h)) if hue in ("method", "variant") else _SERIES_MARKERS[i % 4]
-
-
-#: Datasets (or other non-method series) in a sweep: Paul Tol colours clear of the SPEAR variants'.
-_SERIES_COLORS = ("#332288", "#CC6677", "#44AA99", "#882255")
-_SERIES_MARKERS = ("s", "^", "D", "v")
-
-
-def plot_sweeps(sweeps: pd.DataFrame, hue: str | Mapping[str, str] = "dataset", ncols: int = 4, title: str = "",
-                baselines: pd.DataFrame | None = None, beta: float = 0.05,
-                defaults: Mapping[str, float] | None = None) -> plt.Figure:
-    """SPEAR Fig. 4: accuracy against each swept hyperparameter, one panel per parameter.
-    ``sweeps``: ``param, value, acc`` and the ``hue`` column (dataset, method or variant; a mapping
-    param → column gives each panel its own, e.g. β by variant and γ, T, a by dataset); several
-    seeds per point give mean ± sample sd error bars. Log x-axis for γ. ``defaults``: param → the
-    paper's value, marked by a dotted line. ``baselines``: ``method, ours, ours_std`` of the compared
-    methods at Dirichlet ``beta`` (SPEAR Tab. 1 entries), drawn on the β panel (Fig. 4(a) compares
-    SPEAR with them over β; the other β are marked "not run")."""
-    hue_of = (lambda p: hue.get(p, "dataset")) if isinstance(hue, Mapping) else (lambda p: hue)
-    params = list(dict.fromkeys(sweeps["param"])) if "param" in sweeps.columns else []
-    _require(sweeps, ["param", "value", "acc", *dict.fromkeys(hue_of(p) for p in params)], "plot_sweeps")
-    fig, axes = _grid(len(params), ncols, height=ROW + 0.6)
-    series: dict[tuple, tuple] = {}  # (column, value) → (colour, marker, label), in order of appearance
-    for p in params:
-        col = hue_of(p)
-        f = sweeps[sweeps["param"] == p]
-        for h in dict.fromkeys(f[col]):
-            if (col, h) not in series:
-                i = sum(c == col for c, _ in series)
-                k = f.loc[f[col] == h, "num_clients"].iloc[0] if "num_clients" in f.columns else None
-                series[(col, h)] = (_hue_colour(col, h, i), _hue_marker(col, h, i), _hue_label(col, h, k))
-    groups: dict[str, tuple[list, list]] = {}  # one legend per hue column
-    for (col, _), (c, m, lab) in series.items():
-        groups.setdefault(col, ([], []))[0].append(plt.Line2D([], [], color=c, marker=m))
-        groups[col][1].append(lab)
-    first = next(iter(groups), hue_of(""))
-    handles, labels = groups.setdefault(first, ([], []))
-    for i, (ax, p) in enumerate(zip(axes, params, strict=True)):
-        col, f = hue_of(p), sweeps[sweeps["param"] == p].astype({"value": float})
-        for h in dict.fromkeys(f[col]):
-            colour, marker, _ = series[(col, h)]
-            g = f[f[col] == h].groupby("value")["acc"].agg(["mean", "std", "count"]).reset_index()
-            ax.errorbar(g["value"], g["mean"], yerr=g["std"].where(g["count"] > 1).fillna(0).to_numpy(),
-                        color=colour, marker=marker, ms=4, lw=1.2, capsize=2, elinewidth=0.8)
-        if defaults and p in defaults:
-            ax.axvline(defaults[p], color="0.45", ls=":", lw=1.0, zorder=0)
-        if p == "gamma" and (f["value"] > 0).all():
-            ax.set_xscale("log")
-        if p == "beta" and baselines is not None and len(baselines):
-            for m, row in baselines.set_index("method").iterrows():
-                if m == "spear":
-                    continue
-                ax.errorbar([beta], [row["ours"]], yerr=[0 if row["ours_std"] != row["ours_std"] else row["ours_std"]],
-                            color=method_color(m), marker=method_marker(m), ms=4, ls="", capsize=2)
-                if method_label(m) not in labels:
-                    handles.append(plt.Line2D([], [], color=method_color(m), marker=method_marker(m), ls=""))
-                    labels.append(method_label(m))
-            ax.set_title(f"baselines at β = {beta:g} only\n(other β: not run)", fontsize="small",
-                         fontweight="normal", fontstyle="italic")
-        ax.set(xlabel=_PARAM_LABELS.get(p, p), ylabel="test accuracy (%)" if i % ncols == 0 else "")
-    if defaults:
-        handles.append(plt.Line2D([], [], color="0.45", ls=":", lw=1.0))
-        labels.append("paper's setting")
-    where = {c: ", ".join(_PARAM_LABELS.get(p, p).split()[-1] for p in params if hue_of(p) == c) for c in groups}
-    locs = ("outside lower left", "outside lower right") if len(groups) == 2 else ("outside lower center",) * len(groups)
-    for loc, (col, (hs, ls)) in zip(locs, groups.items(), strict=True):
-        on = sweeps.loc[sweeps["param"].map(hue_of) == col, "dataset"].unique() if "dataset" in sweeps.columns else []
-        title_ = (f"{where[col]} panel{'s' if ',' in where[col] else ''}" + (f" ({on[0]})" if len(on) == 1 else "")
-                  if len(groups) > 1 else None)
-        n = min(len(ls), (4 if col == first else 1) if len(groups) > 1 else 5)
-        fig.legend(hs, ls, loc=loc, ncols=n, fontsize="small",
-                   title=title_, title_fontsize="small")
-    seeds = sweeps["seed"].nunique() if "seed" in sweeps.columns else 1
-    spread = ", mean ± sample sd" if seeds > 1 else ""
-    fig.suptitle(title or f"SPEAR sensitivity (Fig. 4; {seeds} data seed{'s' if seeds != 1 else ''} per point{spread})")
     return fig
 
 

@@ -78,6 +78,18 @@ def client_palette(clients: Iterable) -> dict:
     return {k: CLIENT_COLORS[i % len(CLIENT_COLORS)] for i, k in enumerate(keys)}
 
 
+#: Clients drawn dashed (the others solid): the split of the first ten client colours that keeps the
+#: colours of one line style furthest apart under deuteranopia (smallest CIE76 ΔE 27 instead of 17).
+DASHED_CLIENTS = frozenset({2, 3, 5, 7, 9})
+
+
+def client_dashes(clients: Iterable) -> dict:
+    """``{client: dash pattern}`` beside :func:`client_palette` (``""`` solid, ``(4, 2)`` dashed), in
+    the same sorted order: more than eight client lines stay apart for colour-blind readers."""
+    keys = sorted(dict.fromkeys(clients))
+    return {k: (4, 2) if i % len(CLIENT_COLORS) in DASHED_CLIENTS else "" for i, k in enumerate(keys)}
+
+
 def not_run(ax, what: str = NOT_RUN) -> None:
     """Mark an empty panel: the dataset is in the paper's scope but has no stored results."""
     ax.text(0.5, 0.5, what, transform=ax.transAxes, ha="center", va="center", color="#555555",

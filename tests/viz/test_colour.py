@@ -71,3 +71,30 @@ def test_sweeps_figure_keeps_ablations_and_baselines_apart():
     keys = FIGURE_GROUPS["SPEAR ablations (Fig. 4)"][0] + FIGURE_GROUPS["SPEAR Tab. 1 (14 methods; labelled bars)"][0]
     colours = [palette()[k].upper() for k in dict.fromkeys(keys)]
     assert len(set(colours)) == len(colours), sorted(colours)
+
+
+def test_colour_report_measures_legends_of_more_than_eight_series():
+    """Ten client lines: in one style the colours alone must tell them apart (ΔE 17 under
+    deuteranopia); split over two line styles, only same-style colours are compared (ΔE ≥ 27)."""
+    import matplotlib.pyplot as plt
+
+    from pace_nb.viz.check import colour_note, colour_report
+    from pace_nb.viz.style import client_dashes, client_palette
+
+    pal, dashes = client_palette(range(10)), client_dashes(range(10))
+
+    def drawn(styled: bool):
+        fig, ax = plt.subplots()
+        handles = [ax.plot([0, 1], [k, k], color=c, ls="--" if styled and dashes[k] else "-")[0] for k, c in pal.items()]
+        fig.legend(handles, [str(k) for k in pal], title="client")
+        return fig
+
+    (title, n, plain), = colour_report(drawn(False))
+    assert (title, n) == ("client", 10) and plain == pytest.approx(min_delta_e(CLIENT_COLORS[:10])[0])
+    (_, _, styled), = colour_report(drawn(True))
+    assert styled > 25 > plain
+    assert "client: 10 series, smallest ΔE under deuteranopia" in colour_note(drawn(True))
+    fig, ax = plt.subplots()
+    ax.legend(ax.plot([0, 1], [0, 1], [0, 1], [1, 0]), ["a", "b"])
+    assert colour_report(fig) == [] and colour_note(fig) == ""  # eight series or fewer: not measured
+    plt.close("all")

@@ -15,6 +15,14 @@ Figure data: what a notebook plots after training (curves, spectra, α paths, UM
 its own rows) is stored in the results store's ``artifacts/`` and read on the next run, so with
 the shipped store ``pace-nb figures`` replots the gallery without training; ``--recompute``
 computes it afresh (new entries go to ``--results`` or ``data/results``, never the shipped store).
+
+Drawing the committed gallery also writes its page ``docs/GALLERY.md`` (every figure at full width,
+its caption under it) from the captions in ``docs/gallery.toml``.
+
+``--check`` writes nothing: it executes the notebooks on the shipped store into a temporary folder
+and exits 1 when a committed figure is not what they draw (pixels that differ, a figure drawn but
+not committed or committed but drawn by no notebook, a PNG without its PDF), a figure has no
+caption or a caption no figure, or the page is not what the captions generate (:mod:`pace_nb.gallery`).
 """
 from __future__ import annotations
 
@@ -49,8 +57,32 @@ def register(sub) -> None:
                    "cells, else the shipped results/)")
     p.add_argument("--timeout", type=int, default=900, help="per-cell timeout in seconds (default 900)")
     p.add_argument("--json", default=None, metavar="FILE", help="write the run table as JSON")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; draw the gallery from the shipped store in a temporary folder and exit 1 "
+                        "when a committed figure differs from it (with --only: those notebooks' figures)")
     p.set_defaults(func=run, interrupted=lambda args: "interrupted; notebooks that finished are kept and a "
                    "rerun skips them; the interrupted notebook reruns")
+
+
+def check(args) -> int:
+    """``--check``: the committed gallery against what the shipped store draws."""
+    from pace_nb.core.errors import ConfigError
+    from pace_nb.gallery import check_gallery
+
+    given = [f"--{o}" for o in ("quick", "out", "build", "dataset", "results", "recompute", "json", "force")
+             if getattr(args, o.replace("-", "_"))]
+    if given:
+        raise ConfigError(f"--check compares the committed gallery with the shipped store and takes no {', '.join(given)}")
+    diffs = check_gallery(args.only, data_root=args.data_root, timeout=args.timeout,
+                          log=lambda m: print(m, file=sys.stderr, flush=True))
+    for d in diffs:
+        print(d.line())
+    if diffs:
+        print(f"pace-nb: {len(diffs)} figure(s) of the gallery stale; regenerate with pace-nb figures"
+              + (f" --only {' '.join(args.only)}" if args.only else ""), file=sys.stderr)
+        return 1
+    print("gallery up to date: every figure is what the shipped store draws")
+    return 0
 
 
 def run(args) -> int:
@@ -69,6 +101,8 @@ def run(args) -> int:
         from pace_nb.core.errors import ConfigError
 
         raise ConfigError(f"--timeout must be a number of seconds >= 1, got {args.timeout}")
+    if args.check:
+        return check(args)
     other = user_store_in_use(args.results)
     if figures_dir is None and other is not None:  # the committed gallery comes from the shipped store only
         figures_dir = str(default_figures_dir() / "own")
@@ -94,4 +128,9 @@ def run(args) -> int:
           f"skipped in {total:.0f} s; executed copies in {runs[0].output.rsplit('/', 1)[0] if runs else '-'}")
     if args.json:
         atomic_write_json(args.json, {"runs": [vars(r) for r in runs]})
+    root = default_figures_dir().parent
+    if figures_dir is None and (root / "docs" / "gallery.toml").is_file():  # the committed gallery: its page
+        from pace_nb.gallery import write_page
+
+        print(f"gallery page {write_page(root)}")
     return 0
