@@ -39,6 +39,8 @@ PAPER_MODULES = {
     "viz/spear.py": "table: SPEAR's figures (its variants' colours, its rows)",
     "viz/widgets.py": "table: the explorers of PACE's figures (α, rank, receiver views of PACE's rows)",
     "viz/harm.py": "table: PACE App. A's harm figure, in PACE's colour",
+    "viz/ablation.py": "table: PACE Tables 2 / 6 and SPEAR Tab. 2 as figures, in PACE's and SPEAR's colours",
+    "viz/sweeps.py": "table: SPEAR's Fig. 4 (its variants' colours, SPEAR's row among the compared methods)",
 }
 
 #: (module, text on the line, reason) for every other literal id.
@@ -103,6 +105,9 @@ LINES = [
     ("methods/registry.py", 'paper = ("spear",) + group("multiround")', "table: SPEAR's comparison opens with SPEAR's row"),
     ("viz/frames.py", 'methods: Sequence[str] = ("local", "pace")', "data: the default methods of a notebook's rows"),
     ("viz/frames.py", '(rows["method"] == "pace") & (rows["variant"] == "full")', "table: PACE Table 3 / Fig. 4's rows"),
+    ("viz/frames.py", '(pace_rows["method"] == "pace") & (pace_rows["receiver"] >= 0)', "table: PACE's per-silo α* (App. A)"),
+    ("viz/frames.py", 'keyed[(d, m, "pace")] - keyed[(d, m, "local")]', "table: PACE Table 1's PACE − Local (Fig. 4's paper means)"),
+    ("viz/frames.py", 'if (d, m, "pace") in keyed.index', "table: PACE Table 1's PACE − Local (Fig. 4's paper means)"),
     ("viz/reproduction.py", 'methods: Sequence[str] = ("local", "pace", "fedavg", "fedpub")', "table: the accuracy-vs-K figure's rows"),
 ]
 

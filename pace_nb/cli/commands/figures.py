@@ -129,7 +129,7 @@ def run(args) -> int:
     if args.json:
         atomic_write_json(args.json, {"runs": [vars(r) for r in runs]})
     root = default_figures_dir().parent
-    if figures_dir is None and (root / "docs" / "gallery.toml").is_file():  # the committed gallery: its page
+    if runs and figures_dir is None and (root / "docs" / "gallery.toml").is_file():  # the committed gallery: its page
         from pace_nb.gallery import write_page
 
         print(f"gallery page {write_page(root)}")
