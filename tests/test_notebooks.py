@@ -315,7 +315,8 @@ def test_your_graph_notebook_runs_on_a_graph_file(tmp_path):
     out = nbformat.read(runs[0].output, as_version=4)
     text = _printed(out)
     assert "4 clients" in text and str(folder) in text
-    assert sorted(p.name for p in figs.glob("*.png")) == ["07_harm_units_clinics.png", "07_paired_differences_clinics.png"]
+    assert sorted(p.name for p in figs.glob("*.png")) == ["07_harm_units_clinics.png", "07_paired_differences_clinics.png",
+                                                              "07_silos_clinics.png"]
 
 
 def test_describe_names_a_rank_only_when_the_notebook_takes_one(tmp_path):
