@@ -113,26 +113,45 @@ def config_runs(cells: pd.DataFrame, configs: Mapping[str, Sequence[Mapping]]) -
 
 def time_by_method(cell_rows: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     """Where the wall time goes: per method, the seconds its pooled rows record (one variant per
-    seed, summed over seeds and cells), and per cell kind the rest of the cells' wall time
-    ("Local training + setup" for protocol cells: federation, Local, evaluation)."""
+    seed, summed over seeds and cells), the runs (seeds) they cover and the seconds per run,
+    beside the method's own statement of its budget (:meth:`~pace_nb.methods.contract.Method.budget`);
+    per cell kind the rest of the cells' wall time ("Local training + setup" for protocol
+    cells: federation, Local, evaluation)."""
+    columns = ["phase", "seconds", "cells", "runs", "per_run", "budget"]
     if cell_rows.empty or cells.empty:
-        return pd.DataFrame(columns=["phase", "seconds", "cells"])
+        return pd.DataFrame(columns=columns)
     pooled = cell_rows[cell_rows["receiver"] == -1]
     per_seed = pooled.drop_duplicates(["cell", "dataset", "seed", "method"])  # +CNLL repeats native's time
     per_seed = per_seed[per_seed["seconds"].notna()]
     spent = per_seed.groupby(["cell", "method"])["seconds"].sum()
+    runs = per_seed.groupby("method").size()
     wall = cells.set_index("key")["wall_seconds"].astype(float)
     kind = cells.set_index("key")["kind"] if "kind" in cells else pd.Series("protocol", index=wall.index)
     recs = []
     for method, g in spent.groupby(level="method"):
-        recs.append({"phase": comparison_label(method), "seconds": float(g.sum()), "cells": int(len(g))})
+        n = int(runs.get(method, 0))
+        recs.append({"phase": comparison_label(method), "seconds": float(g.sum()), "cells": int(len(g)), "runs": n,
+                     "per_run": float(g.sum()) / n if n else math.nan, "budget": method_budget(str(method))})
     used = spent.groupby(level="cell").sum().reindex(wall.index).fillna(0.0)
     rest = (wall - used).dropna()
     for k, g in rest.groupby(kind.reindex(rest.index)):
         label = "Local training + setup (rest of protocol cells)" if k == "protocol" else f"{k} cells (rest)"
-        recs.append({"phase": label, "seconds": float(g.sum()), "cells": int(len(g))})
-    out = pd.DataFrame(recs, columns=["phase", "seconds", "cells"])
+        recs.append({"phase": label, "seconds": float(g.sum()), "cells": int(len(g)), "runs": 0, "per_run": math.nan,
+                     "budget": ""})
+    out = pd.DataFrame(recs, columns=columns)
     return out.sort_values(["seconds", "phase"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def method_budget(name: str) -> str:
+    """The registered method's :meth:`~pace_nb.methods.contract.Method.budget` at its defaults
+    (the configuration the store runs); ``""`` for names no longer registered."""
+    from pace_nb.core.errors import UnknownNameError
+    from pace_nb.methods.contract import make
+
+    try:
+        return make(name).budget()
+    except UnknownNameError:
+        return ""
 
 
 def _num(v: float, fmt: str = "{:.2f}") -> str:
@@ -211,10 +230,13 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
     if cell_rows is not None:
         t = time_by_method(cell_rows, cells)
         out += ["", "## Where the time goes", "",
-                "Per method: the seconds its result rows record (summed over seeds and cells); the rest of each "
-                "cell's wall time is Local training and setup (protocol cells) or the SPEAR cell itself.", ""]
-        out += _md_table(["phase", "seconds", "cells"], [[r.phase, f"{r.seconds:.1f}", r.cells] for r in t.itertuples()]) \
-            if len(t) else ["(no timed cells)"]
+                "Per method: the seconds its result rows record (summed over seeds and cells) and per run (one "
+                "seed of one cell); the rest of each cell's wall time is Local training and setup (protocol cells) "
+                "or the SPEAR cell itself. \"Budget\": what one run pays in the method's own terms; the one-shot "
+                "baselines run their released (or, for OASIS, paper's) budgets, no more.", ""]
+        out += _md_table(["phase", "seconds", "cells", "s per run", "budget"],
+                         [[r.phase, f"{r.seconds:.1f}", r.cells, _num(r.per_run, "{:.1f}"), r.budget or "–"]
+                          for r in t.itertuples()]) if len(t) else ["(no timed cells)"]
     # -- tables
     out += ["", "## Tables", ""]
     for tid, comp in comps.items():

@@ -137,6 +137,12 @@ class Method:
         """Result rows of this configured method on ``fg`` (a DataFrame or a list of row dicts)."""
         raise NotImplementedError(f"{type(self).__name__} defines neither run nor run_method")
 
+    def budget(self) -> str:
+        """One line on what one run of this configuration costs, in the method's own terms
+        (for a published baseline: the budget its paper or released code runs); ``""`` when
+        the method states none. Shown beside the measured seconds in REPRODUCTION.md."""
+        return ""
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.cfg})"
 

@@ -253,3 +253,22 @@ def test_a_partition_draw_applies_only_to_methods_whose_draws_are_stored():
     # three draws of FedAvg (4 with the main one): too few for the cause
     few = report.analyse(main, ["12"], dict(list(draws.items())[:3])).far
     assert few[(few["col"] == "Cora Acc") & (few["row"] == "FedAvg")]["status"].item() == "unexplained"
+
+
+def test_time_table_divides_by_runs_and_states_the_released_budget():
+    """Seconds per run = the pooled rows' seconds over their seeds (one CNLL repeat not counted
+    twice); a one-shot baseline's budget line comes from its own configuration."""
+    rows = pd.DataFrame({"cell": ["a", "a", "a", "b", "b", "a"], "receiver": [-1, -1, -1, -1, -1, 0],
+                         "dataset": ["Cora"] * 6, "seed": [1, 2, 2, 1, 2, 1],
+                         "method": ["ghost", "ghost", "ghost", "ghost", "fedavg", "ghost"],
+                         "seconds": [10.0, 20.0, 20.0, 30.0, 4.0, 99.0]})
+    cells = pd.DataFrame({"key": ["a", "b"], "wall_seconds": [40.0, 50.0], "kind": ["spear", "spear"]})
+    t = report.time_by_method(rows, cells).set_index("phase")
+    ghost = t.loc["GHOST"]
+    assert (ghost["seconds"], ghost["cells"], ghost["runs"]) == (60.0, 2, 3)
+    assert ghost["per_run"] == pytest.approx(20.0)
+    assert "100 generator steps" in ghost["budget"] and "FGW" in ghost["budget"]
+    assert t.loc["spear cells (rest)", "seconds"] == pytest.approx(90.0 - 64.0)
+    from pace_nb.methods.contract import make
+    assert make("ghost", gen_steps=7).budget().startswith("released budget: 7 generator steps")
+    assert report.method_budget("no-such-method") == ""

@@ -167,6 +167,11 @@ class Dense(OneShotMethod):
         return {**{f"model.{n}": v for n, v in model.items()}, "counts": label_counts(client, ctx.num_classes),
                 **bn, "x.mean": client.x.float().mean(0), "binary": torch.tensor([float(is_binary(client.x))])}
 
+    def budget(self) -> str:
+        c = self.cfg
+        return (f"released budget: {c.epochs} epochs x {c.g_steps} generator steps of {c.synthesis_batch_size} "
+                "nodes, each scored by every client's model")
+
     def upload_shapes(self, num_features, num_classes, hidden=None):
         h = "hidden" if hidden is None else hidden
         bn = {"bn.mean": (h,), "bn.var": (h,)} if self.cfg.bn > 0 else {}

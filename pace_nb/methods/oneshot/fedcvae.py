@@ -90,6 +90,10 @@ class FedCVAE(OneShotMethod):
         return {**module_message("decoder", dec), "counts": label_counts(client, c),
                 "binary": torch.tensor([float(binary)])}
 
+    def budget(self) -> str:
+        c = self.cfg
+        return f"{c.epochs} CVAE epochs per client; {c.synthetic_nodes} synthetic nodes in all at the server"
+
     def upload_shapes(self, num_features, num_classes, hidden=None):
         dec = self.decoder(PublicView(num_features, num_classes, 0), 0)
         return {**module_shapes("decoder", dec), "counts": (num_classes,), "binary": (1,)}

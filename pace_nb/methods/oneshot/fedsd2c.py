@@ -245,6 +245,13 @@ class FedSD2C(OneShotMethod):
         _, xs = synthesize_distillates(theta, ae.decode, z0, h[core], y[core], steps=cfg.steps, lr=cfg.lr, r_c=cfg.r_c)
         return {"x": xs, "y": y[core].float(), **model}
 
+    def budget(self) -> str:
+        c = self.cfg
+        if c.mode == "coreset":
+            return f"released -cis coreset: {c.ipc} nodes per class chosen by the distiller, no synthesis"
+        return (f"released budget: {c.steps} latent synthesis steps per client; the graph stand-in for the image "
+                f"VAE adds a {c.ae_epochs}-epoch feature autoencoder per client")
+
     def upload_shapes(self, num_features, num_classes, hidden=None):
         """Distillates (one per core-set node) with their labels and the distiller; a client with no
         class above ``ipc`` sends an empty set and no distiller."""

@@ -227,6 +227,11 @@ class Ghost(OneShotMethod):
         adam_steps(gen.parameters(), loss, cfg.gen_steps, cfg.gen_lr, cfg.gen_weight_decay)
         return {**module_message("generator", gen), "nodes": torch.tensor([float(client.num_nodes)])}
 
+    def budget(self) -> str:
+        c = self.cfg
+        return (f"released budget: {c.gen_steps} generator steps per client, each with exact FGW over its training "
+                f"nodes; server {c.visits} visits x {c.visit_steps} steps per client")
+
     def upload_shapes(self, num_features, num_classes, hidden=None):
         gen = self.generator(PublicView(num_features, num_classes, 0), 0)
         return {**module_shapes("generator", gen), "nodes": (1,)}

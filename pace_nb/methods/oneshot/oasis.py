@@ -182,6 +182,11 @@ class Oasis(OneShotMethod):
         return {**{f"teacher.{n}": v for n, v in teacher.items()}, **module_message("synth", synth),
                 "codebook": codebook, "nodes": torch.tensor([float(client.num_nodes)])}
 
+    def budget(self) -> str:
+        c = self.cfg
+        return (f"paper's budget: T_S = {c.synth_epochs} synthesizer epochs per client, each with FGW over its "
+                f"training nodes, T_C = {c.codebook_epochs} codebook epochs; {c.epochs} server epochs")
+
     def upload_shapes(self, num_features, num_classes, hidden=None):
         synth = self.synthesizer(PublicView(num_features, num_classes, 0), 0)
         h = "hidden" if hidden is None else hidden  # the codebook's tokens live in the teacher's layer 1
