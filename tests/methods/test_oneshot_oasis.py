@@ -172,6 +172,30 @@ def test_runs_are_repeatable_and_bytes_are_the_uploads(fg_skew, local, one_threa
     assert min(sent) > teacher and a["bytes_up"] == sum(sent)
 
 
+def test_diagnostics_read_the_uploaded_teachers_and_the_proxies_labels(fg_skew, local, one_thread):
+    """The teachers' ensemble reading equals the mean of the uploaded teachers' logits scored
+    independently; the proxy agreement is a share in [0, 100]; both reach the comparison table."""
+    from pace_nb.analysis.spear_comparison import teacher_ensemble_rows
+    from pace_nb.methods import metrics
+    from pace_nb.nn.gcn import gcn_forward
+
+    method = make_oneshot("oasis", **SMALL)
+    row = run_oneshot(fg_skew, method, (0,), local=local, progress=False)[0]
+    p = json.loads(row["params"])
+    assert 0.0 <= p["proxy_label_agreement"] <= 100.0
+    ctx = _ctx(fg_skew, local)
+    teachers = [method.train_codebook(ctx, k, c)[0] for k, c in enumerate(fg_skew.clients)]
+    d, mask = fg_skew.data, fg_skew.global_mask("test")
+    P = propagation_matrix(d.edge_index, int(d.num_nodes))
+    z = torch.stack([gcn_forward(t, d.x.float(), P) for t in teachers]).mean(0)
+    want = metrics.scores(d.y[mask], z.argmax(1)[mask], int(d.y.max()) + 1)["acc"]
+    assert p["teacher_ensemble_acc"] == pytest.approx(100 * want)
+    import pandas as pd
+    rows = pd.DataFrame([row])
+    ens = teacher_ensemble_rows(rows.assign(method="oasis"))
+    assert list(ens["variant"]) == ["teacher_ensemble"] and ens["acc"].iloc[0] == pytest.approx(p["teacher_ensemble_acc"])
+
+
 # ----------------------------------------------------------------------------- Centroid-SBM (extra)
 #: Regression value: accuracy of the former ``oasis`` code path (class-wise k-means centroids +
 #: code-to-code edge counts → SBM graph), computed by that code on the demo federation below
