@@ -61,7 +61,8 @@ class FlowerSettings:
         for key, value in (values or {}).items():
             name = str(key).replace("-", "_")
             if name not in names:
-                raise ConfigError(f"unknown Flower run setting {key!r}; valid: {', '.join(sorted(names))}")
+                hint = _hyperparameter_hint(name, (values or {}).get("method", "pace"))
+                raise ConfigError(f"unknown Flower run setting {key!r}{hint}; valid: {', '.join(sorted(names))}")
             kw[name] = value
         for name in ("num_clients", "seed", "hidden", "epochs", "min_clients", "max_upload_bytes"):
             if name in kw and isinstance(kw[name], float) and float(kw[name]).is_integer():
@@ -81,3 +82,23 @@ class FlowerSettings:
     def to_record(self) -> dict[str, Any]:
         """Flat values for a Flower ``ConfigRecord`` (what the clients receive)."""
         return asdict(self)
+
+
+def _hyperparameter_hint(name: str, method: Any) -> str:
+    """Where a method's hyperparameter given as a run setting belongs (settings hold only the
+    shared run; the method's own live in ``params``): ``""`` when ``name`` is none of them."""
+    import difflib
+
+    from pace_nb.methods.contract import method_class
+
+    try:
+        cls = method_class(resolve_method(str(method)))
+    except ConfigError:
+        return ""
+    own = [f.name for f in fields(cls.Config)] + list(getattr(cls, "shared_options", ()))
+    close = difflib.get_close_matches(name, own, n=1, cutoff=0.75)
+    if not close:
+        return ""
+    return (f": {close[0]!r} is a hyperparameter of method {cls.name!r}; give it in the params setting, "
+            f"e.g. params = '{{\"{close[0]}\": ...}}'")
+

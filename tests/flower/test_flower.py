@@ -581,8 +581,13 @@ def test_flower_settings_hold_no_method_hyperparameter_of_their_own():
     assert make_adapter(s).method.pace_config == PaceConfig()
     spear_method = make_adapter(FlowerSettings(method="spear", params={"T": 3, "variants": ["no_ppr"]})).method
     assert spear_method.spear_config() == SpearConfig(T=3) and spear_method.variant == "no_ppr"
-    with pytest.raises(ConfigError, match="unknown Flower run setting 'rank'"):
+    with pytest.raises(ConfigError, match="unknown Flower run setting 'rank': 'ranks' is a hyperparameter of method "
+                                          "'pace'; give it in the params setting"):
         FlowerSettings.from_mapping({"rank": 4})
+    with pytest.raises(ConfigError, match="'gen_steps' is a hyperparameter of method 'ghost'"):
+        FlowerSettings.from_mapping({"method": "ghost", "gen-steps": 3})
+    with pytest.raises(ConfigError, match=r"unknown Flower run setting 'colour'; valid: device"):
+        FlowerSettings.from_mapping({"colour": 1})
 
 
 @pytest.mark.parametrize("method,params,name", [("pace", {"ranks": [2, 6]}, "ranks"),
