@@ -89,10 +89,10 @@ def _hyperparameter_hint(name: str, method: Any) -> str:
     shared run; the method's own live in ``params``): ``""`` when ``name`` is none of them."""
     import difflib
 
-    from pace_nb.methods.contract import method_class
+    from pace_nb.methods.contract import Method, method_class
 
     try:
-        cls = method_class(resolve_method(str(method)))
+        cls: type[Method] = method_class(resolve_method(str(method)))
     except ConfigError:
         return ""
     own = [f.name for f in fields(cls.Config)] + list(getattr(cls, "shared_options", ()))
