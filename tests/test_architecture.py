@@ -15,7 +15,7 @@ import pace_nb
 
 PKG = Path(pace_nb.__file__).resolve().parent
 LAYERS = {"core": 0, "data": 1, "nn": 2, "methods": 3, "experiments": 4, "flower": 4, "analysis": 5, "viz": 6,
-          "notebooks": 7, "gallery": 7, "testing": 7, "cli": 8}
+          "notebooks": 7, "notebook_setup": 7, "gallery": 7, "testing": 7, "cli": 8}
 EXEMPT = {"pace_nb", "pace_nb.__main__"}  # the front door
 
 
