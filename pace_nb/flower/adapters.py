@@ -80,12 +80,12 @@ def confusions(client, finals: dict[str, torch.Tensor], num_classes: int) -> dic
 
 
 def public_view(num_classes: int, num_features: int, num_clients: int,
-                view: screening.PublicView | None = None) -> PublicView:
+                manifest: screening.FederationManifest | None = None) -> PublicView:
     """The federation as a party without data sees it (what the method's hooks may read); with the
-    server's screening ``view``, each client's node and test-node counts too."""
-    if view is None:
+    server's ``manifest``, its view (each client's node and test-node counts too)."""
+    if manifest is None:
         return PublicView(int(num_features), int(num_classes), int(num_clients))
-    return PublicView(view.num_features, int(num_classes), len(view.num_nodes), view.num_nodes, view.num_test)
+    return manifest.view
 
 
 class Adapter:
@@ -144,7 +144,7 @@ class Adapter:
         return report
 
     # -- server side
-    def screen(self, data: bytes, num_classes: int, view: screening.PublicView | None = None,
+    def screen(self, data: bytes, num_classes: int, view: screening.FederationManifest | None = None,
                partition: int = -1) -> Any:
         """Parse and check one upload of client ``partition`` (raises :class:`screening.Invalid`)
         against the method's upload spec from what the server knows (``view``, when it holds the
@@ -158,7 +158,7 @@ class Adapter:
         return screening.agreement(parsed, self.spec) if self.spec is not None else None
 
     def server(self, payloads: list[bytes], num_classes: int, fed: dict, *, partitions: Sequence[int] = (),
-               failures: Sequence[Failure] = (), view: screening.PublicView | None = None) -> ServerPhase:
+               failures: Sequence[Failure] = (), view: screening.FederationManifest | None = None) -> ServerPhase:
         """The server phase on the admitted uploads (in partition order, from clients ``partitions``;
         ``failures``: the clients without an admitted upload; ``fed``: the federation's public facts)."""
         t0 = time.perf_counter()

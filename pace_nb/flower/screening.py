@@ -2,7 +2,7 @@
 
 Identity is the node the server addressed: a node's partition id is bound once, from its
 upload report (an integer in ``[0, K)`` that no other node claims and, when the server holds the
-federation's :class:`PublicView`, whose credential matches the one assigned to that partition),
+federation's :class:`FederationManifest`, whose credential matches the one assigned to that partition),
 and every later message of that node must agree with it. Every field is checked for type, shape,
 finiteness and magnitude against what the server knows (the public view: F, C, each client's node
 and test-node counts; each method's declared upload layout and bounds), payload sizes before any parsing. A failed check raises :class:`Invalid` with the reason; the server
@@ -23,6 +23,7 @@ import torch
 
 from pace_nb.flower import wire
 from pace_nb.methods.pace import lowrank
+from pace_nb.methods.phases import PublicView
 
 #: Most classes a report may declare (the confusion matrices it sends are C × C).
 MAX_CLASSES = 4096
@@ -98,9 +99,10 @@ def optional_beta(value: Any) -> float | None:
 
 
 @dataclass(frozen=True)
-class PublicView:
+class FederationManifest:
     """What the server knows of the federation before any upload (``federation.json``, no data):
-    its facts, each client's node and test-node counts and the sha256 of each partition's credential."""
+    its facts, each client's node and test-node counts and the sha256 of each partition's credential.
+    Its :attr:`view` is the :class:`~pace_nb.methods.phases.PublicView` a method's hooks read."""
 
     federation: tuple
     num_classes: int
@@ -109,7 +111,7 @@ class PublicView:
     num_test: tuple[int, ...]
 
     @classmethod
-    def from_meta(cls, meta: Mapping[str, Any]) -> PublicView:
+    def from_meta(cls, meta: Mapping[str, Any]) -> FederationManifest:
         cfg = meta.get("config") or {}
         fed = (meta["dataset"], str(cfg.get("scheme", "")), int(cfg.get("seed", -1)), int(meta["num_clients"]),
                int(meta["num_features"]), optional_beta(cfg.get("beta")))
@@ -124,8 +126,13 @@ class PublicView:
     def num_features(self) -> int:
         return int(self.federation[4])
 
+    @property
+    def view(self) -> PublicView:
+        """The public view of :mod:`pace_nb.methods.phases` (counts only: no identity, no credentials)."""
+        return PublicView(self.num_features, self.num_classes, len(self.num_nodes), self.num_nodes, self.num_test)
 
-def credential(fed: Any, pid: int, view: PublicView) -> None:
+
+def credential(fed: Any, pid: int, view: FederationManifest) -> None:
     """The upload's credential must be the one assigned to partition ``pid`` (a claim of an id
     that is not the node's is refused)."""
     token = fed.get("credential") if isinstance(fed, dict) else None
@@ -134,7 +141,7 @@ def credential(fed: Any, pid: int, view: PublicView) -> None:
         raise Invalid(f"partition_id {pid} is not assigned to this node (its credential does not match)")
 
 
-def public_facts(fed: tuple, num_classes: int, view: PublicView) -> None:
+def public_facts(fed: tuple, num_classes: int, view: FederationManifest) -> None:
     """An upload's federation facts and class count must be the public view's."""
     if fed != view.federation or num_classes != view.num_classes:
         raise Invalid(f"federation {fed} with num_classes {num_classes} is not the server's {view.federation} "

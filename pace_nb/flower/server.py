@@ -154,7 +154,7 @@ def _keep_majority(replies: list[Reply], key: Callable[[Reply], Any], what: str,
 
 
 def admit_uploads(ups: list[Reply], settings: FlowerSettings, adapter: Adapter | None = None,
-                  view: screening.PublicView | None = None) -> tuple[list[Reply], list[dict], int, dict]:
+                  view: screening.FederationManifest | None = None) -> tuple[list[Reply], list[dict], int, dict]:
     """Checked uploads → (admitted, excluded, num_classes, federation). Identity: a node's claimed
     partition id must be valid, claimed by no other node and, with the federation's public
     ``view``, proven by that partition's credential; every field is typed and bounded, the
@@ -203,7 +203,7 @@ def admit_uploads(ups: list[Reply], settings: FlowerSettings, adapter: Adapter |
     return kept, excluded, c, (kept[0].federation if kept else {})
 
 
-def _reports(reps: list[Reply], ups: list[Reply], c: int, view: screening.PublicView | None = None
+def _reports(reps: list[Reply], ups: list[Reply], c: int, view: screening.FederationManifest | None = None
              ) -> tuple[list[Reply], list[dict]]:
     """Receive reports checked against each node's bound partition id and, with the public
     ``view``, its published test-node count → (valid, excluded)."""
@@ -254,7 +254,7 @@ def _failures(admitted: list[Reply], excluded: list[dict], settings: FlowerSetti
     return [Failure(p, why.get(p, "no valid upload (dropped out)")) for p in range(settings.num_clients) if p not in sent]
 
 
-def run_round(grid, settings: FlowerSettings, evaluation=None, view: screening.PublicView | None = None
+def run_round(grid, settings: FlowerSettings, evaluation=None, view: screening.FederationManifest | None = None
               ) -> FlowerOutcome:
     """The whole one-shot round on a Flower ``Grid`` (module docstring). ``evaluation``: the
     :class:`~pace_nb.flower.partitions.EvaluationGraph` of a complete-graph method; ``view``: the
@@ -322,14 +322,14 @@ def run_round(grid, settings: FlowerSettings, evaluation=None, view: screening.P
     return FlowerOutcome(rows[list(COLUMNS)], wire_rows, dropped, timings, settings.to_record())
 
 
-def public_view(source) -> screening.PublicView:
-    """The :class:`~pace_nb.flower.screening.PublicView` of an exported federation (its folder)."""
-    if isinstance(source, screening.PublicView):
+def federation_manifest(source) -> screening.FederationManifest:
+    """The :class:`~pace_nb.flower.screening.FederationManifest` of an exported federation (its folder)."""
+    if isinstance(source, screening.FederationManifest):
         return source
     from pace_nb.flower.partitions import read_meta
 
     try:
-        return screening.PublicView.from_meta(read_meta(source))
+        return screening.FederationManifest.from_meta(read_meta(source))
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{source}: not a federation the server can screen with ({exc})") from None
 
@@ -355,7 +355,7 @@ def make_server_app(settings: FlowerSettings | None = None, sink: Callable[[Flow
         public = federation if federation is not None else run_config.pop("federation", "") or None
         run_config.pop("federation", None)
         s = settings or FlowerSettings.from_mapping(run_config)
-        view = public_view(public) if public is not None else None
+        view = federation_manifest(public) if public is not None else None
         ev = source
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
             ev = None
