@@ -12,7 +12,8 @@ without a kernel); the figures by the plain ``*_view_figure`` functions.
 
 * :func:`alpha_explorer` — receiver × α slider: the CNLL path with the chosen α and the
   receiver's predicted class counts at that α (vs Local and the truth).
-* :func:`rank_explorer` — rank slider: accuracy and upload / return bytes at that rank.
+* :func:`rank_explorer` — rank slider: accuracy and upload / return bytes at that rank, and
+  each client's PACE − Local accuracy at that rank.
 * :func:`client_explorer` — client selector: the client's split sizes, label counts,
   training curves and Local accuracy.
 """
@@ -224,15 +225,54 @@ def rank_display(tab: pd.DataFrame) -> pd.DataFrame:
                       "return_pct": 1}).rename(columns=RANK_COLUMNS)
 
 
+def rank_gains(rows: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """Per dataset and receiver (client): PACE(full, ``rank``) − Local on its own test nodes,
+    mean over seeds (points; ``mean_diff``), seed-paired from the rows with ``receiver >= 0``;
+    empty when the rows hold no per-receiver rows."""
+    from pace_nb.analysis.diagnostics import receiver_means, receiver_units
+
+    units = receiver_units(rows, ("pace", "full", int(rank)), by=["dataset"])
+    return receiver_means(units, by=["dataset"]) if len(units) else units
+
+
+def _gains_panel(ax, rows: pd.DataFrame, rank: int, ranks: list[int], datasets: list[str]) -> None:
+    """PACE(rank) − Local per client, sorted, one line per dataset (y range fixed over ranks)."""
+    every = {r: rank_gains(rows, r) for r in ranks}
+    gains = every[rank]
+    names = f"{method_label('pace').replace(' (Ours)', '')} − {method_label('local')}"
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(xlabel="client, sorted by the difference", ylabel="difference (points)")
+    if gains.empty:
+        ax.text(0.5, 0.5, "no per-client rows in these results\n(only pooled accuracy)", ha="center", va="center",
+                transform=ax.transAxes, fontsize="small")
+        ax.set_title(f"rank {rank_label(rank)}: {names} per client")
+        return
+    for i, ds in enumerate(datasets):
+        d = np.sort(gains.loc[gains["dataset"] == ds, "mean_diff"].to_numpy())
+        if len(d):
+            ax.plot(np.arange(1, len(d) + 1), d, marker=_DATASET_MARKERS[i % len(_DATASET_MARKERS)],
+                    ls=("-", "--", "-.", ":")[i % 4], color=method_color("pace"), ms=4, label=ds)
+    lo = min(float(g["mean_diff"].min()) for g in every.values() if len(g))
+    hi = max(float(g["mean_diff"].max()) for g in every.values() if len(g))
+    pad = 0.08 * max(hi - lo, 1.0)
+    ax.set_ylim(min(lo, 0.0) - pad, max(hi, 0.0) + pad)  # the same range at every rank: the slider moves the lines
+    nd = gains["dataset"].nunique()
+    ax.set_title(f"rank {rank_label(rank)}: {names} per client (mean over seeds)\n"
+                 f"mean {gains['mean_diff'].mean():+.2f} points over {len(gains)} clients"
+                 + (f" of {nd} datasets" if nd > 1 else ""))
+
+
 def rank_view_figure(rows: pd.DataFrame, rank: int) -> plt.Figure:
-    """Accuracy and bytes per client against rank, the chosen rank highlighted."""
+    """Top: accuracy and bytes per client against rank, the chosen rank highlighted; bottom:
+    at the chosen rank, each client's PACE − Local accuracy (sorted, one line per dataset)."""
     tab = rank_table(rows)
     ranks = _ranks(tab)
     if rank not in ranks:
         raise ConfigError(f"rank {rank} was not run; ranks in these rows: {ranks} (0 = dense)")
     pos = {r: i for i, r in enumerate(ranks)}
     ticks = [rank_label(r) for r in ranks]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW + 0.5))
+    fig, axd = plt.subplot_mosaic([["a", "b"], ["c", "c"]], figsize=(FULL, 2 * ROW + 0.9), height_ratios=[1, 0.9])
+    a, b = axd["a"], axd["b"]
     handles, labels = [], []
     datasets = sorted(tab["dataset"].unique(), key=dataset_order)
     for i, ds in enumerate(datasets):
@@ -263,6 +303,7 @@ def rank_view_figure(rows: pd.DataFrame, rank: int) -> plt.Figure:
           f"return {sel['return_pct'].mean():.1f} %\nof dense bytes")
     b.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
     b.yaxis.set_minor_formatter("")
+    _gains_panel(axd["c"], rows, rank, ranks, datasets)
     fig.legend(handles, labels, fontsize="small", loc="outside lower center", ncols=min(len(labels), 4))
     return fig
 
@@ -359,6 +400,6 @@ def client_explorer(parts: pd.DataFrame, curves: pd.DataFrame | None = None, row
              lambda: client_widget(parts, curves, rows, client))
 
 
-__all__ = ["RANK_COLUMNS", "rank_card", "rank_display", "rank_label", "alpha_explorer", "alpha_view_figure", "alpha_widget", "rank_explorer", "rank_table",
+__all__ = ["RANK_COLUMNS", "rank_card", "rank_gains", "rank_display", "rank_label", "alpha_explorer", "alpha_view_figure", "alpha_widget", "rank_explorer", "rank_table",
            "rank_view_figure", "rank_widget", "client_explorer", "client_view_figure", "client_widget",
            "figure_png", "live_view", "widgets_available"]
