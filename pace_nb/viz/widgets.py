@@ -132,7 +132,7 @@ def alpha_view_figure(logits, paths: pd.DataFrame, receiver: int, alpha: float) 
     f = paths[paths["receiver"] == receiver].sort_values("alpha")
     fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW + 0.6), width_ratios=[1.2, 1])
     a.plot(f["alpha"], f["val_nll"], color="k", label="validation NLL")
-    a.set(xlabel="α", ylabel="validation NLL", xlim=(0, 1), title=f"receiver {receiver}")
+    a.set(xlabel="α", ylabel="validation NLL", xlim=(0, 1), title=_alpha_title(logits, receiver))
     tw = a.twinx()
     tw.grid(False)
     tw.plot(f["alpha"], 100 * f["val_acc"], color=method_color("local"), ls="--", label="validation accuracy")
@@ -156,10 +156,26 @@ def alpha_view_figure(logits, paths: pd.DataFrame, receiver: int, alpha: float) 
     acc = float((pred == y).float().mean()) * 100 if len(y) else float("nan")
     changed = int((pred != local).sum())
     b.set(xticks=x, xlabel="class", ylabel="test nodes",
-          title=f"predictions: accuracy {acc:.1f} %, {changed} changed vs Local")
+          title=f"predictions: accuracy {acc:.1f} %\n{changed} changed vs Local")
     hb, lb = b.get_legend_handles_labels()
     fig.legend(h1 + h2 + hb, l1 + l2 + lb, fontsize="small", loc="outside lower center", ncols=4)
     return fig
+
+
+def _test_acc(logits, receiver: int, alpha: float) -> float:
+    """Test accuracy (%) of the receiver's blend at ``alpha`` (0: Local itself)."""
+    tm = logits.test_mask[receiver]
+    y = logits.y[receiver][tm]
+    return float((logits.blend_predictions(receiver, alpha)[tm] == y).float().mean()) * 100 if len(y) else float("nan")
+
+
+def _alpha_title(logits, receiver: int) -> str:
+    """"receiver k: test accuracy / Local a % → α* s: b %" (Local only when α* is unknown)."""
+    star = logits.alpha_star.get(receiver)
+    local = f"{method_label('local')} {_test_acc(logits, receiver, 0.0):.1f} %"
+    if star is None:
+        return f"receiver {receiver}: test accuracy\n{local}"
+    return f"receiver {receiver}: test accuracy\n{local} → α* {star:.2f}: {_test_acc(logits, receiver, star):.1f} %"
 
 
 def alpha_widget(logits, paths: pd.DataFrame, receiver: int = 0):

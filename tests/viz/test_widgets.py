@@ -162,3 +162,22 @@ def test_rank_view_says_when_per_client_rows_are_absent():
     ax = _gains_axes(fig)
     assert "no per-client rows" in " ".join(t.get_text() for t in ax.texts)
     assert figure_problems(fig) == []
+
+
+def test_alpha_view_title_gives_local_and_alpha_star_test_accuracy():
+    lg = _logits()  # α* = 0.25 (receiver 0), 1.0 (receiver 1)
+    paths = views.alpha_paths(lg, 11)
+    for r, star in lg.alpha_star.items():
+        tm = lg.test_mask[r].numpy()
+        zl, ze, y = lg.z_local[r].numpy()[tm], lg.z_external[r].numpy()[tm], lg.y[r].numpy()[tm]
+        local = 100 * np.mean(zl.argmax(1) == y)
+        pace = 100 * np.mean(((1 - star) * zl + star * ze).argmax(1) == y)
+        title = widgets.alpha_view_figure(lg, paths, r, 0.5).axes[0].get_title()
+        assert title == f"receiver {r}: test accuracy\nLocal {local:.1f} % → α* {star:.2f}: {pace:.1f} %"
+    lg.alpha_star.pop(0)
+    assert widgets.alpha_view_figure(lg, paths, 0, 0.5).axes[0].get_title().endswith(f"Local {_local_test_acc(lg, 0):.1f} %")
+
+
+def _local_test_acc(lg, r):
+    tm = lg.test_mask[r]
+    return 100 * float((lg.z_local[r][tm].argmax(1) == lg.y[r][tm]).float().mean())
