@@ -38,6 +38,7 @@ PAPER_MODULES = {
     "viz/pace.py": "table: PACE's figures (its variants' labels and colours, its rows)",
     "viz/spear.py": "table: SPEAR's figures (its variants' colours, its rows)",
     "viz/widgets.py": "table: the explorers of PACE's figures (α, rank, receiver views of PACE's rows)",
+    "viz/rank_data.py": "table: the rank explorer's data (PACE's full rows per rank, PACE − Local per client)",
     "viz/harm.py": "table: PACE App. A's harm figure, in PACE's colour",
     "viz/ablation.py": "table: PACE Tables 2 / 6 and SPEAR Tab. 2 as figures, in PACE's and SPEAR's colours",
     "viz/sweeps.py": "table: SPEAR's Fig. 4 (its variants' colours, SPEAR's row among the compared methods)",

@@ -146,7 +146,8 @@ def _layout(clients, props, client_of, nmax: int | None, sparse: bool, device, l
 def _train_chunk(clients, props, init: Params, seeds, client_of, models, config: TrainConfig, extra_loss,
                  device: torch.device, show: bool, nmax: int | None, sparse: bool, record: bool, optimizer=None,
                  layouts: dict | None = None, state: AdamState | None = None, ids=None):
-    """Train one chunk of models for ``config.epochs``; returns (params on CPU, curves [E, B, 2] or None).
+    """Train one chunk of models for ``config.epochs``; returns (params on CPU, curves [E, B, 3] or None:
+    training CE, training accuracy, validation accuracy — all of the epoch's training-mode forward).
     ``nmax`` None: the ragged layout (:mod:`pace_nb.nn.ragged`), else every client padded to ``nmax``."""
     b = len(models)
     # layer-1 weights/masks are stored transposed ([B, F, H]) so the block-diagonal product needs no copy
@@ -167,10 +168,12 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
         parts[2].append(torch.full((len(rows),), 1.0 / len(rows)))
         parts[3].append(torch.full((len(rows),), i))
     tr_idx, tr_y, tr_w, tr_m = (torch.cat(t).to(device) for t in parts)
+    if record:  # validation rows: read only for the recorded accuracy, never by the loss
+        va_idx, va_y, va_w, va_m, no_val = _val_rows(clients, client_of, offsets, device)
     gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
     masks = torch.zeros(rows_total, config.hidden, device=device) if config.dropout > 0 else None
     segments = list(zip(offsets, sizes, strict=True))  # each model's rows of ``masks``
-    curves = torch.zeros(config.epochs, b, 2, device=device) if record else None
+    curves = torch.zeros(config.epochs, b, 3, device=device) if record else None
     first_bad = torch.full((), -1, dtype=torch.long, device=device)  # first epoch with a non-finite loss
     forward = ragged_forward if nmax is None else batched_forward
     fmasks = masks if masks is None or nmax is None else masks.view(b, nmax, config.hidden)
@@ -195,11 +198,28 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
             with torch.no_grad():
                 curves[epoch, :, 0].index_add_(0, tr_m, ce.detach() * tr_w)
                 curves[epoch, :, 1].index_add_(0, tr_m, (zt.argmax(1) == tr_y).float() * tr_w)
+                curves[epoch, :, 2].index_add_(0, va_m, (z[va_idx].argmax(1) == va_y).float() * va_w)
+    if curves is not None and no_val:
+        curves[:, no_val, 2] = float("nan")  # a client without validation nodes has no validation accuracy
     out = {k: (v.detach().transpose(1, 2) if flip[k] else v.detach()).contiguous().cpu() for k, v in store.items()}
     _check_finite(int(first_bad), out, models, config)
     if state is not None:
         opt.save(state)
     return out, (curves.cpu() if curves is not None else None)
+
+
+def _val_rows(clients, client_of, offsets, device):
+    """Validation rows of every model of a chunk (global row index, label, weight 1/n_val, model)
+    and the models whose client has no validation node."""
+    parts: tuple[list[Tensor], ...] = ([], [], [], [])
+    for i, k in enumerate(client_of):
+        rows = clients[k].val_mask.nonzero().view(-1)
+        parts[0].append(rows + offsets[i])
+        parts[1].append(clients[k].y[rows])
+        parts[2].append(torch.full((len(rows),), 1.0 / max(len(rows), 1)))
+        parts[3].append(torch.full((len(rows),), i, dtype=torch.long))
+    no_val = [i for i, k in enumerate(client_of) if int(clients[k].val_mask.sum()) == 0]
+    return (*(torch.cat(t).to(device) for t in parts), no_val)
 
 
 def _check_finite(first_bad: int, params: Params, models, config: TrainConfig) -> None:
@@ -224,8 +244,12 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
                  _ids: Sequence[int] | None = None) -> tuple[Params, pd.DataFrame | None]:
     """Train B independent GCNs: model b on ``clients[client_of[b]]`` from ``init[b]`` with
     dropout generator seeded ``model_seeds[b]`` (full-batch CE on the train mask; validation
-    and test nodes are never read); ``optimizer`` None = Adam, ``{"name": "sgd", ...}`` = SGD. Returns the last-epoch Params (batched, CPU) and, with
-    ``record``, a tidy DataFrame ``model, epoch, loss, train_acc`` (training-mode, pre-step).
+    and test labels never reach the loss); ``optimizer`` None = Adam, ``{"name": "sgd", ...}`` = SGD. Returns the last-epoch Params (batched, CPU) and, with
+    ``record``, a tidy DataFrame ``model, epoch, loss, train_acc, val_acc`` (fractions): all three read
+    from the epoch's ONE training forward, before its step — so ``val_acc`` is the accuracy on the
+    client's validation nodes **measured with dropout on** (a noisy, pessimistic view of the eval-mode
+    accuracy; NaN for a client without validation nodes). Recording runs no extra forward and changes
+    no parameter: the trained Params are bitwise those of ``record=False``.
     ``layouts``: a dict kept by the caller across calls on the SAME (unchanged) clients — e.g. the
     rounds of one federated run — that holds their propagation matrices, layouts and feature counts,
     so they are built once (the values are identical, so results are too).
@@ -288,13 +312,14 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
     params = {k: torch.cat([p[k] for p in out]) for k in out[0]}
     frame = None
     if record:
-        cur = torch.cat(curves, dim=1)  # [E, B, 2]
+        cur = torch.cat(curves, dim=1)  # [E, B, 3]
         e, nb = cur.shape[:2]
         frame = pd.DataFrame({
             "model": torch.arange(nb).repeat(e).numpy(),
             "epoch": torch.arange(e).repeat_interleave(nb).numpy(),
             "loss": cur[..., 0].reshape(-1).numpy(),
             "train_acc": cur[..., 1].reshape(-1).numpy(),
+            "val_acc": cur[..., 2].reshape(-1).numpy(),
         })
     return params, frame
 

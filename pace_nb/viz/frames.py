@@ -36,10 +36,14 @@ def partition_frame(fg) -> pd.DataFrame:
 
 
 def curves_frame(local) -> pd.DataFrame:
-    """``LocalModels.curves`` (model index b = s·K + k) with ``seed`` and ``client`` columns."""
+    """``LocalModels.curves`` (model index b = s·K + k) with ``seed`` and ``client`` columns;
+    ``val_acc`` (validation accuracy of the training forward, dropout on) is NaN for curves
+    recorded before it existed."""
     if local.curves is None:
         raise ConfigError("these Local models were trained without curves; call train_local(..., record=True)")
     c = local.curves
+    if "val_acc" not in c.columns:
+        c = c.assign(val_acc=float("nan"))
     if "client" in c.columns and "seed" in c.columns:
         return c
     k = local.num_clients

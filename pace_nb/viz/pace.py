@@ -58,13 +58,20 @@ def plot_partition(parts: pd.DataFrame, title: str = "", ax=None) -> plt.Figure:
 
 
 def plot_training_curves(curves: pd.DataFrame, title: str = "", ax=None) -> plt.Figure:
-    """Training loss and training accuracy per epoch, one line per client (mean over seeds,
-    band = range). ``curves``: ``client, seed, epoch, loss, train_acc`` (fractions)."""
+    """Training loss, training accuracy and — when ``curves`` has a ``val_acc`` column with
+    values — validation accuracy per epoch, one line per client (mean over seeds, band =
+    range). Validation accuracy comes from the training forward, i.e. **with dropout on**; its
+    panel also draws the mean over clients and marks the first epoch where that mean comes
+    within 1 point of its peak, so a reader sees where it plateaus. ``curves``: ``client, seed, epoch, loss, train_acc[, val_acc]``
+    (fractions). Three panels with validation accuracy, else two (``ax``: that many Axes)."""
     _require(curves, ["client", "epoch", "loss", "train_acc"], "plot_training_curves")
-    fig, axes = subplots(ax, 1, 2, figsize=(FULL, ROW))
-    frame = curves.assign(train_acc=100 * curves["train_acc"], client=curves["client"].astype(int))
+    val = "val_acc" in curves.columns and bool(curves["val_acc"].notna().any())
+    cols = ["loss", "train_acc"] + (["val_acc"] if val else [])
+    labels = ["training loss (cross-entropy)", "training accuracy (%)", "validation accuracy (%)\n(dropout on)"]
+    fig, axes = subplots(ax, 1, len(cols), figsize=(FULL, ROW + (0.6 if val else 0.0)))  # room for the legend
+    frame = curves.assign(client=curves["client"].astype(int), **{c: 100 * curves[c] for c in cols[1:]})
     pal, dashes = client_palette(frame["client"]), client_dashes(frame["client"])
-    for ax, col, label in zip(axes, ["loss", "train_acc"], ["training loss (cross-entropy)", "training accuracy (%)"], strict=True):
+    for ax, col, label in zip(axes, cols, labels, strict=False):
         sns.lineplot(frame, x="epoch", y=col, hue="client", palette=pal, style="client", dashes=dashes,
                      errorbar=("pi", 100), ax=ax, legend=False, linewidth=1)
         ax.set(xlabel="epoch", ylabel=label)
@@ -72,7 +79,15 @@ def plot_training_curves(curves: pd.DataFrame, title: str = "", ax=None) -> plt.
     axes[0].yaxis.set_major_formatter(_PLAIN)
     axes[0].yaxis.set_minor_formatter(_PLAIN if axes[0].get_ylim()[1] / axes[0].get_ylim()[0] < 20 else "")
     handles = [plt.Line2D([], [], color=c, lw=1.5, ls="--" if dashes[k] else "-") for k, c in pal.items()]
-    fig.legend(handles, [str(c) for c in pal], title="client", fontsize="small", loc="outside right center")
+    names = [str(c) for c in pal]
+    if val:
+        mean = frame.groupby("epoch")["val_acc"].mean()
+        flat = int(mean.index[(mean >= mean.max() - 1).to_numpy()][0])  # first epoch within 1 point of the peak
+        axes[2].plot(mean.index, mean.values, color="k", lw=2.5)
+        axes[2].axvline(flat, color="k", ls=":", lw=1.2)
+        handles += [plt.Line2D([], [], color="k", lw=2.5), plt.Line2D([], [], color="k", ls=":", lw=1.2)]
+        names += ["mean", f"mean within 1 pt\nof {mean.max():.1f} %\nby epoch {flat}"]
+    fig.legend(handles, names, title="client", fontsize="small", loc="outside right center")
     fig.suptitle(title or "local training, mean over seeds (band: range); last checkpoint = $W_L$")
     return fig
 

@@ -12,7 +12,8 @@ without a kernel); the figures by the plain ``*_view_figure`` functions.
 
 * :func:`alpha_explorer` — receiver × α slider: the CNLL path with the chosen α and the
   receiver's predicted class counts at that α (vs Local and the truth).
-* :func:`rank_explorer` — rank slider: accuracy and upload / return bytes at that rank.
+* :func:`rank_explorer` — rank slider: accuracy and upload / return bytes at that rank, and
+  each client's PACE − Local accuracy at that rank.
 * :func:`client_explorer` — client selector: the client's split sizes, label counts,
   training curves and Local accuracy.
 """
@@ -30,6 +31,7 @@ from pace_nb.core.errors import ConfigError
 from pace_nb.core.schema import DIRECTION_COLORS
 from pace_nb.data.datasets import dataset_order
 from pace_nb.methods.registry import method_label
+from pace_nb.viz.rank_data import RANK_COLUMNS, _ranks, rank_card, rank_display, rank_gains, rank_label, rank_table
 from pace_nb.viz.style import FULL, ROW, client_palette, method_color, method_marker
 
 _STAR = "#0072B2"  # α* (as in the static α-path figure)
@@ -131,7 +133,7 @@ def alpha_view_figure(logits, paths: pd.DataFrame, receiver: int, alpha: float) 
     f = paths[paths["receiver"] == receiver].sort_values("alpha")
     fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW + 0.6), width_ratios=[1.2, 1])
     a.plot(f["alpha"], f["val_nll"], color="k", label="validation NLL")
-    a.set(xlabel="α", ylabel="validation NLL", xlim=(0, 1), title=f"receiver {receiver}")
+    a.set(xlabel="α", ylabel="validation NLL", xlim=(0, 1), title=_alpha_title(logits, receiver))
     tw = a.twinx()
     tw.grid(False)
     tw.plot(f["alpha"], 100 * f["val_acc"], color=method_color("local"), ls="--", label="validation accuracy")
@@ -155,10 +157,26 @@ def alpha_view_figure(logits, paths: pd.DataFrame, receiver: int, alpha: float) 
     acc = float((pred == y).float().mean()) * 100 if len(y) else float("nan")
     changed = int((pred != local).sum())
     b.set(xticks=x, xlabel="class", ylabel="test nodes",
-          title=f"predictions: accuracy {acc:.1f} %, {changed} changed vs Local")
+          title=f"predictions: accuracy {acc:.1f} %\n{changed} changed vs Local")
     hb, lb = b.get_legend_handles_labels()
     fig.legend(h1 + h2 + hb, l1 + l2 + lb, fontsize="small", loc="outside lower center", ncols=4)
     return fig
+
+
+def _test_acc(logits, receiver: int, alpha: float) -> float:
+    """Test accuracy (%) of the receiver's blend at ``alpha`` (0: Local itself)."""
+    tm = logits.test_mask[receiver]
+    y = logits.y[receiver][tm]
+    return float((logits.blend_predictions(receiver, alpha)[tm] == y).float().mean()) * 100 if len(y) else float("nan")
+
+
+def _alpha_title(logits, receiver: int) -> str:
+    """"receiver k: test accuracy / Local a % → α* s: b %" (Local only when α* is unknown)."""
+    star = logits.alpha_star.get(receiver)
+    local = f"{method_label('local')} {_test_acc(logits, receiver, 0.0):.1f} %"
+    if star is None:
+        return f"receiver {receiver}: test accuracy\n{local}"
+    return f"receiver {receiver}: test accuracy\n{local} → α* {star:.2f}: {_test_acc(logits, receiver, star):.1f} %"
 
 
 def alpha_widget(logits, paths: pd.DataFrame, receiver: int = 0):
@@ -192,47 +210,44 @@ def alpha_explorer(logits, paths: pd.DataFrame, interactive: bool = False, recei
 
 
 # ----------------------------------------------------------------------------- rank explorer
-def rank_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per dataset × rank (PACE full, pooled rows): accuracy mean ± std, mean bytes up /
-    down per client and their ratios to dense (percent); rank 0 = dense."""
-    f = rows[(rows["method"] == "pace") & (rows["variant"] == "full") & (rows["receiver"] < 0)]
-    if f.empty:
-        raise ConfigError("rank_table needs pooled rows of method 'pace', variant 'full'")
-    k = f["num_clients"].astype(float)
-    f = f.assign(up_per_client=f["bytes_up"] / k, down_per_client=f["bytes_down"] / k)
-    return f.groupby(["dataset", "rank"]).agg(
-        acc_mean=("acc", "mean"), acc_std=("acc", "std"), bytes_up=("up_per_client", "mean"),
-        bytes_down=("down_per_client", "mean"), upload_pct=("upload_ratio", "mean"),
-        return_pct=("return_ratio", "mean"), seeds=("seed", "nunique")).reset_index()
-
-
-#: Column names of the rank table as shown (units included).
-RANK_COLUMNS = {"dataset": "dataset", "rank": "rank", "acc_mean": "accuracy (%)", "acc_std": "sd (points)",
-                "bytes_up": "upload / client (KiB)", "bytes_down": "return / client (KiB)",
-                "upload_pct": "upload (% of dense)", "return_pct": "return (% of dense)", "seeds": "seeds"}
-
-
-def rank_label(rank: int) -> str:
-    """A rank as the package names it: the number, or "dense" for 0."""
-    return str(int(rank)) if rank else "dense"
-
-
-def rank_display(tab: pd.DataFrame) -> pd.DataFrame:
-    """:func:`rank_table` as shown under the explorer: KiB, one decimal, readable column names."""
-    out = tab.assign(rank=tab["rank"].map(rank_label), bytes_up=tab["bytes_up"] / 1024, bytes_down=tab["bytes_down"] / 1024)
-    return out.round({"acc_mean": 2, "acc_std": 2, "bytes_up": 1, "bytes_down": 1, "upload_pct": 1,
-                      "return_pct": 1}).rename(columns=RANK_COLUMNS)
+def _gains_panel(ax, rows: pd.DataFrame, rank: int, ranks: list[int], datasets: list[str]) -> None:
+    """PACE(rank) − Local per client, sorted, one line per dataset (y range fixed over ranks)."""
+    every = {r: rank_gains(rows, r) for r in ranks}
+    gains = every[rank]
+    names = f"{method_label('pace').replace(' (Ours)', '')} − {method_label('local')}"
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(xlabel="client, sorted by the difference", ylabel="difference (points)")
+    if gains.empty:
+        ax.text(0.5, 0.5, "no per-client rows in these results\n(only pooled accuracy)", ha="center", va="center",
+                transform=ax.transAxes, fontsize="small")
+        ax.set_title(f"rank {rank_label(rank)}: {names} per client")
+        return
+    for i, ds in enumerate(datasets):
+        d = np.sort(gains.loc[gains["dataset"] == ds, "mean_diff"].to_numpy())
+        if len(d):
+            ax.plot(np.arange(1, len(d) + 1), d, marker=_DATASET_MARKERS[i % len(_DATASET_MARKERS)],
+                    ls=("-", "--", "-.", ":")[i % 4], color=method_color("pace"), ms=4, label=ds)
+    lo = min(float(g["mean_diff"].min()) for g in every.values() if len(g))
+    hi = max(float(g["mean_diff"].max()) for g in every.values() if len(g))
+    pad = 0.08 * max(hi - lo, 1.0)
+    ax.set_ylim(min(lo, 0.0) - pad, max(hi, 0.0) + pad)  # the same range at every rank: the slider moves the lines
+    nd = gains["dataset"].nunique()
+    ax.set_title(f"rank {rank_label(rank)}: {names} per client (mean over seeds)\n"
+                 f"mean {gains['mean_diff'].mean():+.2f} points over {len(gains)} clients"
+                 + (f" of {nd} datasets" if nd > 1 else ""))
 
 
 def rank_view_figure(rows: pd.DataFrame, rank: int) -> plt.Figure:
-    """Accuracy and bytes per client against rank, the chosen rank highlighted."""
+    """Top: accuracy and bytes per client against rank, the chosen rank highlighted; bottom:
+    at the chosen rank, each client's PACE − Local accuracy (sorted, one line per dataset)."""
     tab = rank_table(rows)
     ranks = _ranks(tab)
     if rank not in ranks:
         raise ConfigError(f"rank {rank} was not run; ranks in these rows: {ranks} (0 = dense)")
     pos = {r: i for i, r in enumerate(ranks)}
     ticks = [rank_label(r) for r in ranks]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(FULL, ROW + 0.5))
+    fig, axd = plt.subplot_mosaic([["a", "b"], ["c", "c"]], figsize=(FULL, 2 * ROW + 0.9), height_ratios=[1, 0.9])
+    a, b = axd["a"], axd["b"]
     handles, labels = [], []
     datasets = sorted(tab["dataset"].unique(), key=dataset_order)
     for i, ds in enumerate(datasets):
@@ -263,24 +278,13 @@ def rank_view_figure(rows: pd.DataFrame, rank: int) -> plt.Figure:
           f"return {sel['return_pct'].mean():.1f} %\nof dense bytes")
     b.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
     b.yaxis.set_minor_formatter("")
+    _gains_panel(axd["c"], rows, rank, ranks, datasets)
     fig.legend(handles, labels, fontsize="small", loc="outside lower center", ncols=min(len(labels), 4))
     return fig
 
 
-def _ranks(tab: pd.DataFrame) -> list[int]:
-    return sorted(r for r in tab["rank"].unique() if r > 0) + ([0] if (tab["rank"] == 0).any() else [])
-
-
 def _rank_view(rows: pd.DataFrame, tab: pd.DataFrame, rank: int):
     return rank_view_figure(rows, rank), rank_card(tab, rank)
-
-
-def rank_card(tab: pd.DataFrame, rank: int) -> pd.DataFrame:
-    """The rank table's rows at ``rank`` as shown under the explorer: one column per dataset,
-    one row per quantity (narrow enough for a 900 px window)."""
-    shown = rank_display(tab[tab["rank"] == rank]).drop(columns="rank").set_index("dataset").T
-    shown.columns.name = None
-    return shown.reset_index().rename(columns={"index": f"rank {rank_label(rank)}"})
 
 
 def rank_widget(rows: pd.DataFrame, rank: int = 6):
@@ -359,6 +363,6 @@ def client_explorer(parts: pd.DataFrame, curves: pd.DataFrame | None = None, row
              lambda: client_widget(parts, curves, rows, client))
 
 
-__all__ = ["RANK_COLUMNS", "rank_card", "rank_display", "rank_label", "alpha_explorer", "alpha_view_figure", "alpha_widget", "rank_explorer", "rank_table",
+__all__ = ["RANK_COLUMNS", "rank_card", "rank_gains", "rank_display", "rank_label", "alpha_explorer", "alpha_view_figure", "alpha_widget", "rank_explorer", "rank_table",
            "rank_view_figure", "rank_widget", "client_explorer", "client_view_figure", "client_widget",
            "figure_png", "live_view", "widgets_available"]

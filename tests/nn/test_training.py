@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -175,10 +176,10 @@ def test_record_curves_are_tidy_and_loss_decreases():
     cfg = TrainConfig(hidden=16, epochs=25)
     clients, init, seeds, client_of = _setup(num_seeds=1)
     _, curves = train_models(clients, init, seeds, client_of, cfg, record=True, **NOP)
-    assert list(curves.columns) == ["model", "epoch", "loss", "train_acc"] and len(curves) == 3 * 25
+    assert list(curves.columns) == ["model", "epoch", "loss", "train_acc", "val_acc"] and len(curves) == 3 * 25
     first, last = curves[curves.epoch == 0], curves[curves.epoch == 24]
     assert (last.loss.values < first.loss.values).all()
-    assert curves.train_acc.between(0, 1).all()
+    assert curves.train_acc.between(0, 1).all() and curves.val_acc.between(0, 1).all()
     assert train_models(clients, init, seeds, client_of, cfg, **NOP)[1] is None
 
 
@@ -222,3 +223,27 @@ def test_cora_batched_matches_pyg_loop():
     for k in (0, 5):
         ref = _pyg_reference(fg.clients[k], lm.init[0], cfg)
         assert _maxdiff(lm.model(0, k), ref) < 1e-4
+
+
+def test_recording_validation_accuracy_leaves_the_trained_params_bitwise_unchanged():
+    from pace_nb.data.federation import build_federated
+
+    fg = build_federated("demo", "louvain", 4)
+    cfg = TrainConfig(hidden=16, epochs=20)
+    off = train_local(fg, seeds=(1, 2), config=cfg, **NOP)
+    on = train_local(fg, seeds=(1, 2), config=cfg, record=True, **NOP)
+    assert off.curves is None and on.curves is not None and on.curves["val_acc"].notna().all()
+    assert all(torch.equal(off.params[n], on.params[n]) for n in off.params)
+
+
+def test_recorded_validation_accuracy_is_the_forward_passes_accuracy_on_validation_nodes():
+    cfg = TrainConfig(hidden=16, epochs=1, dropout=0.0)  # no dropout: the training forward is the eval forward
+    clients, init, seeds, client_of = _setup(num_seeds=1)
+    clients[2].val_mask = torch.zeros_like(clients[2].val_mask)
+    _, curves = train_models(clients, init, seeds, client_of, cfg, record=True, **NOP)
+    for b, k in enumerate(client_of[:2]):
+        z = client_logits({n: v[b] for n, v in init.items()}, clients[k])
+        vm = clients[k].val_mask
+        want = float((z[vm].argmax(1) == clients[k].y[vm]).float().mean())
+        assert curves.val_acc[b] == pytest.approx(want, abs=1e-6)
+    assert np.isnan(curves.val_acc[2])  # a client without validation nodes

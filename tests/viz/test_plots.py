@@ -119,6 +119,27 @@ def test_curves_frame_maps_seed_major_models():
     assert (row["seed"], row["client"]) == (2, 1)
 
 
+def test_curves_frame_keeps_old_curves_working_with_a_val_acc_column():
+    local = _local(_fg())
+    assert "val_acc" not in local.curves.columns and views.curves_frame(local)["val_acc"].isna().all()
+    fig = plots.plot_training_curves(views.curves_frame(local))
+    assert len(fig.axes) == 2  # no validation accuracy recorded: the two training panels only
+
+
+def test_training_curves_draw_validation_accuracy_and_its_plateau():
+    local = _local(_fg())
+    local.curves["val_acc"] = np.minimum(0.2 + 0.2 * local.curves["epoch"], 0.75)  # 20, 40, 60, 75, 75 %
+    fig = plots.plot_training_curves(views.curves_frame(local))
+    assert len(fig.axes) == 3 and "validation accuracy" in fig.axes[2].get_ylabel()
+    assert "dropout on" in fig.axes[2].get_ylabel()
+    mean = fig.axes[2].lines[-2]  # the mean over clients, then the plateau marker
+    assert np.allclose(mean.get_ydata(), [20, 40, 60, 75, 75])
+    assert list(fig.axes[2].lines[-1].get_xdata()) == [3, 3]  # first epoch within 1 point of the peak
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any("by epoch 3" in t and "of 75.0 %" in t for t in texts)
+    assert figure_problems(fig) == []
+
+
 def test_delta_spectra_and_rank_energy_match_numpy():
     fg = _fg()
     local = _local(fg)

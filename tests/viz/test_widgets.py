@@ -9,6 +9,7 @@ matplotlib.use("Agg")
 
 import ipywidgets as w
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -17,6 +18,7 @@ from pace_nb.viz import frames as views
 from pace_nb.viz import widgets
 from test_plots import _fg, _local, _logits
 from pace_nb.viz.check import figure_problems
+from pace_nb.core.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)
@@ -127,3 +129,55 @@ def test_client_widget_redraws_the_chosen_client():
     assert image.value != before and image.value == _png(widgets.client_view_figure(parts, curves, None, 2))
     assert len(box.children) == 2  # no table row for clients
     assert figure_problems(widgets.client_view_figure(parts, curves, None, 1)) == []
+
+
+def _gains_axes(fig):
+    return next(ax for ax in fig.axes if ax.get_xlabel() == "client, sorted by the difference")
+
+
+def test_rank_view_per_client_panel_follows_the_rank():
+    rows = _rank_rows()  # PACE(rank r) − Local = r points on every client and seed
+    rows.loc[(rows.method == "pace") & (rows["rank"] == 6) & (rows.receiver == 1), "acc"] -= 9.0  # client 1 loses 3
+    lines = {}
+    for r in (2, 6):
+        ax = _gains_axes(widgets.rank_view_figure(rows, r))
+        data = [ln for ln in ax.lines if len(ln.get_xdata()) > 2]  # the dataset's line (not the zero line)
+        assert len(data) == 1 and data[0].get_label() == "Cora"
+        lines[r] = data[0].get_ydata().tolist()
+        assert any(list(ln.get_ydata()) == [0, 0] for ln in ax.lines)  # the zero line
+        mean = np.mean(lines[r])
+        assert f"mean {mean:+.2f} points over 3 clients" in ax.get_title() and f"rank {r}:" in ax.get_title()
+    assert lines[2] == pytest.approx([2.0, 2.0, 2.0])
+    assert lines[6] == pytest.approx([-3.0, 6.0, 6.0])  # sorted, per client
+    assert lines[2] != lines[6]
+    assert _gains_axes(widgets.rank_view_figure(rows, 2)).get_ylim() == _gains_axes(widgets.rank_view_figure(rows, 6)).get_ylim()
+    with pytest.raises(ConfigError, match="rank 4 was not run"):
+        widgets.rank_view_figure(rows, 4)
+
+
+def test_rank_view_says_when_per_client_rows_are_absent():
+    rows = _rank_rows()
+    rows = rows[rows.receiver < 0]
+    fig = widgets.rank_view_figure(rows, 6)
+    ax = _gains_axes(fig)
+    assert "no per-client rows" in " ".join(t.get_text() for t in ax.texts)
+    assert figure_problems(fig) == []
+
+
+def test_alpha_view_title_gives_local_and_alpha_star_test_accuracy():
+    lg = _logits()  # α* = 0.25 (receiver 0), 1.0 (receiver 1)
+    paths = views.alpha_paths(lg, 11)
+    for r, star in lg.alpha_star.items():
+        tm = lg.test_mask[r].numpy()
+        zl, ze, y = lg.z_local[r].numpy()[tm], lg.z_external[r].numpy()[tm], lg.y[r].numpy()[tm]
+        local = 100 * np.mean(zl.argmax(1) == y)
+        pace = 100 * np.mean(((1 - star) * zl + star * ze).argmax(1) == y)
+        title = widgets.alpha_view_figure(lg, paths, r, 0.5).axes[0].get_title()
+        assert title == f"receiver {r}: test accuracy\nLocal {local:.1f} % → α* {star:.2f}: {pace:.1f} %"
+    lg.alpha_star.pop(0)
+    assert widgets.alpha_view_figure(lg, paths, 0, 0.5).axes[0].get_title().endswith(f"Local {_local_test_acc(lg, 0):.1f} %")
+
+
+def _local_test_acc(lg, r):
+    tm = lg.test_mask[r]
+    return 100 * float((lg.z_local[r][tm].argmax(1) == lg.y[r][tm]).float().mean())
