@@ -61,7 +61,7 @@ class FlowerSettings:
         for key, value in (values or {}).items():
             name = str(key).replace("-", "_")
             if name not in names:
-                hint = _hyperparameter_hint(name, (values or {}).get("method", "pace"))
+                hint = _hyperparameter_hint(name, (values or {}).get("method", cls.__dataclass_fields__["method"].default))
                 raise ConfigError(f"unknown Flower run setting {key!r}{hint}; valid: {', '.join(sorted(names))}")
             kw[name] = value
         for name in ("num_clients", "seed", "hidden", "epochs", "min_clients", "max_upload_bytes"):
