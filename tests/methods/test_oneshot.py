@@ -217,10 +217,12 @@ method_params = { oasis = { synth_epochs = 5, codebook_epochs = 5, epochs = 2, c
     model = 4 * (F_ * 64 + 64 + 64 * C + C)
     assert fedavg.bytes_up == fedavg.bytes_down == 2 * 10 * model
     assert run_grid(parse_config(text), store, progress=False).count("done") == 2  # resumable
-    comp = T.comparison("spear-1", rows).set_index(["dataset", "method"])
+    comp = T.comparison("spear-1", rows).set_index(["dataset", "method", "variant"])
     want = rows[rows.method == "oasis"].acc
-    assert comp.loc[("demo", "oasis"), "ours_mean"] == pytest.approx(want.mean())
-    assert comp.loc[("demo", "dense"), "status"] == T.NOT_RUN
+    assert comp.loc[("demo", "oasis", "native"), "ours_mean"] == pytest.approx(want.mean())
+    ens = [json.loads(p)["teacher_ensemble_acc"] for p in rows[rows.method == "oasis"].params]
+    assert comp.loc[("demo", "oasis", "teacher_ensemble"), "ours_mean"] == pytest.approx(sum(ens) / len(ens))
+    assert comp.loc[("demo", "dense", "native"), "status"] == T.NOT_RUN
     cost = T.comparison("spear-3", rows)
     kib = cost[(cost.dataset == "demo") & (cost.method == "spear") & (cost.metric == "kib_client")].ours_mean.item()
     spear = rows[rows.method == "spear"]
