@@ -72,6 +72,17 @@ def ensemble_logits(teachers: list[dict], x: Tensor, P: Tensor) -> Tensor:
     return teacher_forward(stack_teachers(teachers), x, P)[0].mean(0)
 
 
+def teacher_ensemble_scores(T: dict[str, Tensor], fg, num_classes: int) -> dict[str, float]:
+    """``teacher_ensemble_{acc,f1_weighted,f1_macro}`` (percent): the mean of the stacked teachers'
+    logits ``T`` (:func:`stack_teachers`) scored on ``fg``'s complete graph (its global test mask)."""
+    d, mask = fg.data, fg.global_mask("test")
+    x = d.x.to_dense() if d.x.is_sparse else d.x
+    with torch.no_grad():
+        z = teacher_forward(T, x.float(), propagation_matrix(d.edge_index, int(d.num_nodes)))[0].mean(0)
+    sc = metrics.scores(d.y.view(-1)[mask], z.argmax(1)[mask], num_classes)
+    return {f"teacher_ensemble_{k}": 100 * v for k, v in sc.items()}
+
+
 def bn_loss(pre: Tensor, mean: Tensor, var: Tensor) -> Tensor:
     """DeepInversion/DENSE statistics term summed over the teachers' hooks:
     ``Σ_k ‖σ²_k(gen) − σ²_k‖₂ + ‖μ_k(gen) − μ_k‖₂`` over layer-1 pre-activations ``pre [K, n, H]``
@@ -240,11 +251,4 @@ class Dense(OneShotMethod):
     def diagnostics(self, ctx, fg) -> dict:
         """The teachers' ensemble on the complete graph (what DENSE distils), in percent."""
         T = ctx.state.get("dense_teachers")
-        if T is None:
-            return {}
-        d, mask = fg.data, fg.global_mask("test")
-        x = d.x.to_dense() if d.x.is_sparse else d.x
-        with torch.no_grad():
-            z = teacher_forward(T, x.float(), propagation_matrix(d.edge_index, int(d.num_nodes)))[0].mean(0)
-        sc = metrics.scores(d.y.view(-1)[mask], z.argmax(1)[mask], ctx.num_classes)
-        return {f"teacher_ensemble_{k}": 100 * v for k, v in sc.items()}
+        return {} if T is None else teacher_ensemble_scores(T, fg, ctx.num_classes)

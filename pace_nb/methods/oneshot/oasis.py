@@ -48,13 +48,12 @@ import torch
 import torch.nn.functional as F
 
 from pace_nb.core.validation import Interval, param
-from pace_nb.methods import metrics
 from pace_nb.methods.contract import register
 from pace_nb.methods.oneshot import oasis_losses as L
 from pace_nb.methods.oneshot.base import (OneShotMethod, gcn_shapes, load_module, mlp, module_message,
                                           module_shapes)
 from pace_nb.methods.phases import PublicView
-from pace_nb.methods.oneshot.dense import ensemble_logits
+from pace_nb.methods.oneshot.dense import stack_teachers, teacher_ensemble_scores
 from pace_nb.methods.oneshot.ghost import (balanced_labels, dense_adjacency, feature_loss, fgw_loss,
                                            induced_adjacency)
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, gcn_forward, propagation_matrix
@@ -219,7 +218,7 @@ class Oasis(OneShotMethod):
                 t_logits, t_h = gcn_forward(teacher, x, P, return_hidden=True)
             parts.append((x, P, y, t_logits, L.soft_assignment(t_h, m["codebook"]), m["codebook"],
                           L.head_cost(teacher["conv2.weight"], cfg.kappa)))
-        ctx.state["oasis_teachers"] = [{n: m[f"teacher.{n}"] for n in WEIGHT_KEYS} for m in messages]
+        ctx.state["oasis_teachers"] = stack_teachers([{n: m[f"teacher.{n}"] for n in WEIGHT_KEYS} for m in messages])
         ctx.state["oasis_proxy_agreement"] = (sum(int((p[3].argmax(1) == p[2]).sum()) for p in parts),
                                               sum(len(p[2]) for p in parts))
         total = sum(len(p[2]) for p in parts)
@@ -247,14 +246,9 @@ class Oasis(OneShotMethod):
         complete graph (``teacher_ensemble_*``, the mean of their logits, as DENSE's reading) and
         ``proxy_label_agreement``, the share of proxy nodes whose own client's teacher predicts
         the label the synthesizer was conditioned on (how much class information the proxies carry)."""
-        teachers = ctx.state.get("oasis_teachers")
-        if not teachers:
+        T = ctx.state.get("oasis_teachers")
+        if T is None:
             return {}
-        d, mask = fg.data, fg.global_mask("test")
-        x = d.x.to_dense() if d.x.is_sparse else d.x
-        with torch.no_grad():
-            z = ensemble_logits(teachers, x.float(), propagation_matrix(d.edge_index, int(d.num_nodes)))
-        sc = metrics.scores(d.y.view(-1)[mask], z.argmax(1)[mask], ctx.num_classes)
         hit, n = ctx.state["oasis_proxy_agreement"]
-        return {**{f"teacher_ensemble_{k}": 100 * v for k, v in sc.items()},
+        return {**teacher_ensemble_scores(T, fg, ctx.num_classes),
                 "proxy_label_agreement": 100.0 * hit / n if n else float("nan")}
