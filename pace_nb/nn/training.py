@@ -160,16 +160,10 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     g, offsets = _layout(clients, props, client_of, nmax, sparse, device, layouts)
     sizes = g.sizes
     rows_total = sum(sizes) if nmax is None else b * nmax
-    parts: tuple[list[Tensor], ...] = ([], [], [], [])
-    for i, k in enumerate(client_of):
-        rows = clients[k].train_mask.nonzero().view(-1)
-        parts[0].append(rows + offsets[i])
-        parts[1].append(clients[k].y[rows])
-        parts[2].append(torch.full((len(rows),), 1.0 / len(rows)))
-        parts[3].append(torch.full((len(rows),), i))
-    tr_idx, tr_y, tr_w, tr_m = (torch.cat(t).to(device) for t in parts)
+    tr_idx, tr_y, tr_w, tr_m = _mask_rows(clients, client_of, offsets, "train_mask", device)
     if record:  # validation rows: read only for the recorded accuracy, never by the loss
-        va_idx, va_y, va_w, va_m, no_val = _val_rows(clients, client_of, offsets, device)
+        va_idx, va_y, va_w, va_m = _mask_rows(clients, client_of, offsets, "val_mask", device)
+        no_val = [i for i, k in enumerate(client_of) if not bool(clients[k].val_mask.any())]
     gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
     masks = torch.zeros(rows_total, config.hidden, device=device) if config.dropout > 0 else None
     segments = list(zip(offsets, sizes, strict=True))  # each model's rows of ``masks``
@@ -208,18 +202,18 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     return out, (curves.cpu() if curves is not None else None)
 
 
-def _val_rows(clients, client_of, offsets, device):
-    """Validation rows of every model of a chunk (global row index, label, weight 1/n_val, model)
-    and the models whose client has no validation node."""
+def _mask_rows(clients, client_of, offsets, mask: str, device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The rows of ``mask`` (``"train_mask"``, ``"val_mask"``) of every model of a chunk: global row
+    index, label, weight 1/n (a model's weights sum to 1) and model index."""
     parts: tuple[list[Tensor], ...] = ([], [], [], [])
     for i, k in enumerate(client_of):
-        rows = clients[k].val_mask.nonzero().view(-1)
+        rows = getattr(clients[k], mask).nonzero().view(-1)
         parts[0].append(rows + offsets[i])
         parts[1].append(clients[k].y[rows])
         parts[2].append(torch.full((len(rows),), 1.0 / max(len(rows), 1)))
         parts[3].append(torch.full((len(rows),), i, dtype=torch.long))
-    no_val = [i for i, k in enumerate(client_of) if int(clients[k].val_mask.sum()) == 0]
-    return (*(torch.cat(t).to(device) for t in parts), no_val)
+    idx, y, w, m = (torch.cat(t).to(device) for t in parts)
+    return idx, y, w, m
 
 
 def _check_finite(first_bad: int, params: Params, models, config: TrainConfig) -> None:

@@ -154,7 +154,7 @@ def alpha_view_figure(logits, paths: pd.DataFrame, receiver: int, alpha: float) 
     for off, vals, lab, col in ((-0.27, y, "true class", "#DDDDDD"), (0.0, local, "Local", method_color("local")),
                                 (0.27, pred, f"α = {alpha:.2f}", method_color("pace"))):
         b.bar(x + off, np.bincount(vals.numpy(), minlength=c), width=0.27, label=lab, color=col)
-    acc = float((pred == y).float().mean()) * 100 if len(y) else float("nan")
+    acc = _test_acc(logits, receiver, alpha)
     changed = int((pred != local).sum())
     b.set(xticks=x, xlabel="class", ylabel="test nodes",
           title=f"predictions: accuracy {acc:.1f} %\n{changed} changed vs Local")
