@@ -12,7 +12,11 @@ features with the stacked weights (``embedding_bag``; dense ``bmm`` for dense fe
 propagations are one block-diagonal sparse product each, layer 2 is one ``bmm``, and the
 optimizer is the fused Adam kernel applied per model slice (bitwise batch-independent).
 Everything constant across epochs (sparse X and its transpose, P and Pᵀ, train-row indices) is
-built once per chunk; layer-1 weights are stored transposed so no epoch copies them.
+built once per chunk; layer-1 weights are stored transposed so no epoch copies them. At the
+default p = ½ the dropout masks are the generators' random bits (:func:`~pace_nb.nn.gcn.dropout_bits_`,
+one 32-bit draw per 32 entries); other p draw a uniform per entry (:func:`~pace_nb.nn.gcn.dropout_masks_`).
+The epochs run inside :func:`~pace_nb.core.memory.retained_heap`, so their large buffers are reused,
+not page-faulted in again every epoch.
 """
 from __future__ import annotations
 
@@ -27,9 +31,10 @@ from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
 from pace_nb.core.errors import ConfigError, NumericalError
+from pace_nb.core.memory import retained_heap
 from pace_nb.core.validation import Interval, check_seeds, declared, param, validate_params
 from pace_nb.data.federation import ClientGraph, FederatedGraph
-from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_masks_, gcn_forward, init_params,
+from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_bits_, dropout_masks_, gcn_forward, init_params,
                             propagation_matrix, stack_params)
 from pace_nb.nn.optim import AdamState, make_optimizer
 from pace_nb.nn.ragged import RaggedGraphs, ragged_forward, ragged_graphs
@@ -173,7 +178,9 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     fmasks = masks if masks is None or nmax is None else masks.view(b, nmax, config.hidden)
     for epoch in _progress(range(config.epochs), show, desc=f"train {b} models"):
         opt.zero_grad()
-        if masks is not None:
+        if masks is not None and config.dropout == 0.5:
+            dropout_bits_(masks, segments, gens)
+        elif masks is not None:
             dropout_masks_(masks, segments, config.dropout, gens)
         z, h, pre = (t.reshape(rows_total, -1) for t in forward(params, g, dropout_masks=fmasks, with_pre=True))
         zt = z[tr_idx]
@@ -298,9 +305,10 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
     curves = []
     for start in range(0, b, size):
         idx = list(range(start, min(b, start + size)))
-        p, cur = _train_chunk(clients, props, {k: v[idx] for k, v in init.items()}, [model_seeds[i] for i in idx],
-                              [client_of[i] for i in idx], idx, config, extra_loss, dev, progress, nmax, sparse,
-                              record, optimizer, layouts, optimizer_state, [ids[i] for i in idx])
+        with retained_heap():  # the epochs reuse their large buffers instead of page-faulting them in
+            p, cur = _train_chunk(clients, props, {k: v[idx] for k, v in init.items()}, [model_seeds[i] for i in idx],
+                                  [client_of[i] for i in idx], idx, config, extra_loss, dev, progress, nmax, sparse,
+                                  record, optimizer, layouts, optimizer_state, [ids[i] for i in idx])
         out.append(p)
         curves.append(cur)
     params = {k: torch.cat([p[k] for p in out]) for k in out[0]}
