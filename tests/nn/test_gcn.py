@@ -141,8 +141,8 @@ def test_dropout_bits_are_the_generators_bit_stream():
     for n, h in ((37, 64), (5, 3)):
         out = torch.zeros(n + 4, h)
         dropout_bits_(out, [(2, n)], [torch.Generator().manual_seed(11)])
-        words = torch.empty(-(-(-(-n * h // 8)) // 4), dtype=torch.int64).random_(0, 1 << 32,
-                                                                                 generator=torch.Generator().manual_seed(11))
+        nbytes = (n * h + 7) // 8
+        words = torch.empty((nbytes + 3) // 4, dtype=torch.int64).random_(0, 1 << 32, generator=torch.Generator().manual_seed(11))
         stream = np.frombuffer(words.numpy().astype("<u4").tobytes(), dtype=np.uint8)
         expect = 2.0 * np.unpackbits(stream, bitorder="little")[: n * h].reshape(n, h)
         assert np.array_equal(out[2:2 + n].numpy(), expect)
