@@ -302,9 +302,10 @@ class BatchedGraphs:
         return self.xt is not None
 
 
-#: Feature density below which layer 1 uses the block-diagonal sparse product (measured single-threaded,
-#: 10 clients x 5 seeds: PubMed, density 0.11, 251 -> 106 ms per epoch; Computers, 0.22, 268 -> 228).
-SPARSE_DENSITY: float = 0.3
+#: Feature density below which layer 1 uses the block-diagonal sparse product. The sparse product is also
+#: faster a little above it (single-threaded, 10 clients x 5 seeds: PubMed, density 0.11, 251 -> 106 ms per
+#: epoch; Computers, 0.22, 268 -> 228), but it sums in another order, so raising it changes stored numbers.
+SPARSE_DENSITY: float = 0.1
 
 
 def batch_graphs(xs: Sequence[Tensor], props: Sequence[Tensor], nmax: int | None = None, *,
