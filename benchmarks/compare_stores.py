@@ -5,6 +5,7 @@ Used to show that a refactor leaves every number bit-identical::
     python3 benchmarks/compare_stores.py OLD_STORE NEW_STORE            # ignores `seconds`
     python3 benchmarks/compare_stores.py A B --ignore-params data,train  # params keys added later
     python3 benchmarks/compare_stores.py OLD NEW --common                # only the settings both hold
+    python3 benchmarks/compare_stores.py OLD NEW --common --entries F.md # + each entry's move in standard errors
 
 ``--common`` compares the cells both stores hold for the same setting (matched by setting key, so a
 cell recomputed with a data fingerprint matches its older copy) and prints, per method, how many
@@ -64,7 +65,7 @@ def common_rows(a_dir: Path, b_dir: Path) -> tuple[pd.DataFrame, int]:
     return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()), len(pairs)
 
 
-def compare_common(a_dir: Path, b_dir: Path) -> int:
+def compare_common(a_dir: Path, b_dir: Path, entries_out: Path | None = None) -> int:
     rows, n = common_rows(a_dir, b_dir)
     print(f"{a_dir} vs {b_dir}: {n} settings in both, {len(rows)} rows")
     if rows.empty:
@@ -98,7 +99,37 @@ def compare_common(a_dir: Path, b_dir: Path) -> int:
     worst = (moved["d"] / moved["se"]).max() if len(moved) else 0.0
     print(f"table entries (mean accuracy over seeds of a setting's pooled rows): {len(g)}; changed: {len(moved)}; "
           f"largest change {g['d'].max():.3g} points = {worst:.2g} standard errors of our seed mean")
+    if entries_out is not None:
+        entries_out.write_text(entry_report(g.reset_index(), a_dir, b_dir))
+        print(f"wrote {entries_out}")
     return 0 if unmatched == 0 and bool(same.all()) else 1
+
+
+def entry_report(g: pd.DataFrame, a_dir: Path, b_dir: Path, top: int = 15) -> str:
+    """Markdown: how far each table entry (a setting's mean accuracy over its seeds) moved between the
+    stores, in standard errors of the first store's seed mean (``sd / sqrt(n)``): the counts within
+    1, 2 and 3 standard errors, per method, and the largest moves."""
+    g = g.copy()
+    g["z"] = g["d"] / g["se"].where(g["se"] > 0)
+    bands = [("≤ 1 SE", g["z"] <= 1), ("1–2 SE", (g["z"] > 1) & (g["z"] <= 2)), ("2–3 SE", (g["z"] > 2) & (g["z"] <= 3)),
+             ("> 3 SE", g["z"] > 3), ("no SE (one seed)", g["z"].isna())]
+    out = [f"# Table entries moved: `{a_dir}` → `{b_dir}`", "",
+           "An entry is a setting's mean accuracy (%) over its run seeds (pooled rows); its move |Δ| is divided by "
+           "the standard error of the first store's seed mean (sd / √n).", "",
+           f"{len(g)} entries; mean |Δ| {g['d'].mean():.2f} points; median {g['z'].median():.2f} SE.", "",
+           "| band | entries | share |", "|---|---|---|"]
+    out += [f"| {name} | {int(m.sum())} | {100 * m.mean():.1f} % |" for name, m in bands]
+    method = "method" if "method" in g else "method_a"
+    out += ["", "| method | entries | mean abs Δ (points) | median SE | largest SE |", "|---|---|---|---|---|"]
+    for m, part in g.groupby(method, sort=True):
+        out.append(f"| {m} | {len(part)} | {part['d'].mean():.2f} | {part['z'].median():.2f} | {part['z'].max():.2f} |")
+    keys = [c for c in g.columns if c not in ("a", "b", "sd", "n", "d", "se", "z")]
+    out += ["", f"Largest {top} moves:", "", "| " + " | ".join(keys) + " | before | after | |Δ| | SE | |Δ|/SE |",
+            "|" + "---|" * (len(keys) + 5)]
+    for _, r in g.sort_values("z", ascending=False).head(top).iterrows():
+        out.append("| " + " | ".join(str(r[k]) for k in keys)
+                   + f" | {r['a']:.2f} | {r['b']:.2f} | {r['d']:.2f} | {r['se']:.2f} | {r['z']:.2f} |")
+    return "\n".join(out) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,9 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ignore", default="seconds", help="comma-separated columns left out (default: seconds)")
     ap.add_argument("--ignore-params", default="", help="comma-separated keys dropped from the params JSON")
     ap.add_argument("--common", action="store_true", help="only the settings both stores hold; max |diff| per method")
+    ap.add_argument("--entries", type=Path, default=None, metavar="FILE",
+                    help="with --common: write the table entries' moves in standard errors as markdown")
     args = ap.parse_args(argv)
     if args.common:
-        return compare_common(args.a, args.b)
+        return compare_common(args.a, args.b, args.entries)
     ig, igp = args.ignore.split(","), [k for k in args.ignore_params.split(",") if k]
     a, b = rows(args.a, ig, igp), rows(args.b, ig, igp)
     print(f"{args.a}: {len(a)} rows; {args.b}: {len(b)} rows")

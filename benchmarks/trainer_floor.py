@@ -35,6 +35,7 @@ seconds of this process (``time.process_time``; best of ``--repeat``): on a shar
 clock would count the neighbours.
 
     PACE_NB_DATA=... python3 benchmarks/trainer_floor.py [--dataset Cora] [--clients 10] [--repeat 3] [--before 39676ed]
+        [--bits]
 """
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ def frozen_training(rev: str, into: str):
     return importlib.import_module(f"{name}.training")
 
 
-def epoch_ms(fg, seeds, repeat: int, training=None, e1: int = 10, e2: int = 60) -> float:
+def epoch_ms(fg, seeds, repeat: int, training=None, e1: int = 10, e2: int = 60, **train_kw) -> float:
     """Best-of-``repeat`` CPU milliseconds per epoch of ``training.train_models`` (default: this
     checkout's trainer; set-up cancelled out)."""
     from pace_nb.core.config import model_seed
@@ -111,7 +112,7 @@ def epoch_ms(fg, seeds, repeat: int, training=None, e1: int = 10, e2: int = 60) 
     def run(epochs: int) -> float:
         t0 = time.process_time()
         training.train_models(fg.clients, init, mseeds, client_of, training.TrainConfig(epochs=epochs), device="cpu",
-                              progress=False)
+                              progress=False, **train_kw)
         return time.process_time() - t0
 
     run(2)  # warm-up
@@ -133,6 +134,8 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--before", default="39676ed", help="git revision of the old trainer ('' to skip; default %(default)s)")
+    ap.add_argument("--bits", action="store_true",
+                    help="also time the current trainer with dropout_draw='bits' (p = 1/2 masks from random bits)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     fg = build_federated(args.dataset, scheme=args.partition, num_clients=args.clients, seed=2024)
@@ -143,10 +146,12 @@ def main(argv=None) -> int:
         old = frozen_training(args.before, tmp) if args.before else None
         times = {}
         for _ in range(2):  # alternate old and new twice, keep each one's best
-            for label, mod in (("before " + args.before, old), ("now", None)):
+            runs = [("before " + args.before, old, {}), ("now", None, {})]
+            runs += [("now, bit dropout", None, {"dropout_draw": "bits"})] if args.bits else []
+            for label, mod, kw in runs:
                 if label.startswith("before") and mod is None:
                     continue
-                ms = epoch_ms(fg, seeds, args.repeat, mod)
+                ms = epoch_ms(fg, seeds, args.repeat, mod, **kw)
                 times[label] = min(times.get(label, ms), ms)
     floor_ms = 1000 * fb["total"] / bw
     print(f"{args.dataset} {args.partition} K={args.clients} × {len(seeds)} seeds = {args.clients * len(seeds)} models, "
@@ -156,9 +161,10 @@ def main(argv=None) -> int:
         print(f"  floor bytes, {key:<16} {v / 2**20:8.1f} MiB  → {1000 * v / bw:6.2f} ms")
     for label, ms in times.items():
         print(f"  trainer {label:<16} {ms:7.2f} ms per epoch; floor {floor_ms:.2f} ms; measured / floor = {ms / floor_ms:.2f}")
-    if len(times) == 2:
-        (b, t_b), (_, t_a) = times.items()
-        print(f"  {b} / now = {t_b / t_a:.2f}×")
+    if args.before and "now" in times:
+        t_b = times["before " + args.before]
+        for label in [k for k in times if k.startswith("now")]:
+            print(f"  before {args.before} / {label} = {t_b / times[label]:.2f}×")
     return 0
 
 

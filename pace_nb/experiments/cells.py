@@ -177,17 +177,19 @@ def run_cell(cell: Cell, *, data_root=None, device="auto", progress: bool = Fals
     if cell.kind == "spear":
         rows = _run_spear_cell(cell, data_root)
     else:
+        from pace_nb.core.memory import retained_heap
         from pace_nb.methods.protocol import run_protocol
         from pace_nb.nn.training import TrainConfig
 
         opts = json.loads(cell.options)
         config, local = TrainConfig(**opts.get("train", {})), None
-        if reuse is not None:
-            fg, local = _shared_local(cell, reuse, fg, data_root, device, config)
-        rows = run_protocol(cell.dataset if fg is None else fg, partition=cell.partition, num_clients=cell.num_clients, seeds=cell.seeds,
-                            methods=cell.methods, data_seed=cell.data_seed, data_root=data_root, device=device,
-                            progress=progress, train_config=config, beta=cell.beta, local=local,
-                            method_params=cell_params(cell))
+        with retained_heap():  # a cell's methods and evaluations reuse their large buffers
+            if reuse is not None:
+                fg, local = _shared_local(cell, reuse, fg, data_root, device, config)
+            rows = run_protocol(cell.dataset if fg is None else fg, partition=cell.partition, num_clients=cell.num_clients,
+                                seeds=cell.seeds, methods=cell.methods, data_seed=cell.data_seed, data_root=data_root,
+                                device=device, progress=progress, train_config=config, beta=cell.beta, local=local,
+                                method_params=cell_params(cell))
     rows = pd.DataFrame(rows)
     if "beta" not in rows.columns:
         rows["beta"] = cell.beta if cell.beta is not None else math.nan

@@ -12,7 +12,12 @@ features with the stacked weights (``embedding_bag``; dense ``bmm`` for dense fe
 propagations are one block-diagonal sparse product each, layer 2 is one ``bmm``, and the
 optimizer is the fused Adam kernel applied per model slice (bitwise batch-independent).
 Everything constant across epochs (sparse X and its transpose, P and Pᵀ, train-row indices) is
-built once per chunk; layer-1 weights are stored transposed so no epoch copies them.
+built once per chunk; layer-1 weights are stored transposed so no epoch copies them. Dropout
+masks draw a uniform per entry (:func:`~pace_nb.nn.gcn.dropout_masks_`); ``dropout_draw="bits"`` draws
+p = ½ masks as the generators' random bits instead (:func:`~pace_nb.nn.gcn.dropout_bits_`, one 32-bit draw
+per 32 entries, 4x cheaper; other masks, so other numbers than the stored results).
+The epochs run inside :func:`~pace_nb.core.memory.retained_heap`, so their large buffers are reused,
+not page-faulted in again every epoch.
 """
 from __future__ import annotations
 
@@ -26,13 +31,19 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
-from pace_nb.core.errors import ConfigError, NumericalError
+from pace_nb.core.errors import ConfigError
+from pace_nb.core.memory import retained_heap
 from pace_nb.core.validation import Interval, check_seeds, declared, param, validate_params
 from pace_nb.data.federation import ClientGraph, FederatedGraph
-from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_masks_, gcn_forward, init_params,
+from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_bits_, dropout_masks_, gcn_forward, init_params,
                             propagation_matrix, stack_params)
+from pace_nb.nn.chunk import check_finite, mask_rows
 from pace_nb.nn.optim import AdamState, make_optimizer
 from pace_nb.nn.ragged import RaggedGraphs, ragged_forward, ragged_graphs
+
+
+#: How the trainer draws dropout masks (:func:`train_models`'s ``dropout_draw``).
+DROPOUT_DRAWS: tuple[str, ...] = ("uniform", "bits")
 
 
 @declared
@@ -145,7 +156,7 @@ def _layout(clients, props, client_of, nmax: int | None, sparse: bool, device, l
 
 def _train_chunk(clients, props, init: Params, seeds, client_of, models, config: TrainConfig, extra_loss,
                  device: torch.device, show: bool, nmax: int | None, sparse: bool, record: bool, optimizer=None,
-                 layouts: dict | None = None, state: AdamState | None = None, ids=None):
+                 layouts: dict | None = None, state: AdamState | None = None, ids=None, dropout_draw: str = "uniform"):
     """Train one chunk of models for ``config.epochs``; returns (params on CPU, curves [E, B, 3] or None:
     training CE, training accuracy, validation accuracy — all of the epoch's training-mode forward).
     ``nmax`` None: the ragged layout (:mod:`pace_nb.nn.ragged`), else every client padded to ``nmax``."""
@@ -160,9 +171,9 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     g, offsets = _layout(clients, props, client_of, nmax, sparse, device, layouts)
     sizes = g.sizes
     rows_total = sum(sizes) if nmax is None else b * nmax
-    tr_idx, tr_y, tr_w, tr_m = _mask_rows(clients, client_of, offsets, "train_mask", device)
+    tr_idx, tr_y, tr_w, tr_m = mask_rows(clients, client_of, offsets, "train_mask", device)
     if record:  # validation rows: read only for the recorded accuracy, never by the loss
-        va_idx, va_y, va_w, va_m = _mask_rows(clients, client_of, offsets, "val_mask", device)
+        va_idx, va_y, va_w, va_m = mask_rows(clients, client_of, offsets, "val_mask", device)
         no_val = [i for i, k in enumerate(client_of) if not bool(clients[k].val_mask.any())]
     gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
     masks = torch.zeros(rows_total, config.hidden, device=device) if config.dropout > 0 else None
@@ -173,7 +184,9 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     fmasks = masks if masks is None or nmax is None else masks.view(b, nmax, config.hidden)
     for epoch in _progress(range(config.epochs), show, desc=f"train {b} models"):
         opt.zero_grad()
-        if masks is not None:
+        if masks is not None and dropout_draw == "bits":
+            dropout_bits_(masks, segments, gens)
+        elif masks is not None:
             dropout_masks_(masks, segments, config.dropout, gens)
         z, h, pre = (t.reshape(rows_total, -1) for t in forward(params, g, dropout_masks=fmasks, with_pre=True))
         zt = z[tr_idx]
@@ -196,36 +209,10 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     if curves is not None and no_val:
         curves[:, no_val, 2] = float("nan")  # a client without validation nodes has no validation accuracy
     out = {k: (v.detach().transpose(1, 2) if flip[k] else v.detach()).contiguous().cpu() for k, v in store.items()}
-    _check_finite(int(first_bad), out, models, config)
+    check_finite(int(first_bad), out, models, config)
     if state is not None:
         opt.save(state)
     return out, (curves.cpu() if curves is not None else None)
-
-
-def _mask_rows(clients, client_of, offsets, mask: str, device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The rows of ``mask`` (``"train_mask"``, ``"val_mask"``) of every model of a chunk: global row
-    index, label, weight 1/n (a model's weights sum to 1) and model index."""
-    parts: tuple[list[Tensor], ...] = ([], [], [], [])
-    for i, k in enumerate(client_of):
-        rows = getattr(clients[k], mask).nonzero().view(-1)
-        parts[0].append(rows + offsets[i])
-        parts[1].append(clients[k].y[rows])
-        parts[2].append(torch.full((len(rows),), 1.0 / max(len(rows), 1)))
-        parts[3].append(torch.full((len(rows),), i, dtype=torch.long))
-    idx, y, w, m = (torch.cat(t).to(device) for t in parts)
-    return idx, y, w, m
-
-
-def _check_finite(first_bad: int, params: Params, models, config: TrainConfig) -> None:
-    """Raise :class:`NumericalError` when training diverged (a NaN/inf loss or weight)."""
-    bad_w = [k for k, v in params.items() if not bool(torch.isfinite(v).all())]
-    if first_bad < 0 and not bad_w:
-        return
-    when = f"the loss became non-finite at epoch {first_bad}" if first_bad >= 0 else \
-        f"weights {', '.join(bad_w)} became non-finite"
-    raise NumericalError(f"training diverged: {when} (models {models[0]}..{models[-1]}; lr={config.lr}, "
-                         f"weight_decay={config.weight_decay}, epochs={config.epochs}); lower the learning rate or "
-                         f"check the features for huge values — nothing was stored")
 
 
 def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequence[int],
@@ -234,7 +221,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
                  record: bool = False, progress: bool = True,
                  max_batch: int | None = None, pad_to: int | None = None,
                  optimizer: dict | None = None, layouts: dict | None = None, ragged: bool = True,
-                 optimizer_state: AdamState | None = None,
+                 optimizer_state: AdamState | None = None, dropout_draw: str = "uniform",
                  _ids: Sequence[int] | None = None) -> tuple[Params, pd.DataFrame | None]:
     """Train B independent GCNs: model b on ``clients[client_of[b]]`` from ``init[b]`` with
     dropout generator seeded ``model_seeds[b]`` (full-batch CE on the train mask; validation
@@ -249,11 +236,17 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
     so they are built once (the values are identical, so results are too).
     ``ragged`` (default): products over each client's own rows (:mod:`pace_nb.nn.ragged`); False: the
     padded layout (every client padded to the largest, or to ``pad_to``).
+    ``dropout_draw``: ``"uniform"`` (default; the stored results' masks) or ``"bits"`` (p = ½ only: the
+    masks from the generators' random bits, :func:`~pace_nb.nn.gcn.dropout_bits_`; faster, other masks).
     ``optimizer_state``: a dict kept by the caller across calls — Adam's moments and step count of
     model b are read from and written to ``optimizer_state[b]`` (a missing entry starts fresh), so
     e.g. the rounds of a federated run continue each client's Adam; None = a fresh Adam per call.
     """
     b = _check_inputs(clients, init, model_seeds, client_of, config)
+    if dropout_draw not in DROPOUT_DRAWS:
+        raise ConfigError(f"dropout_draw must be one of {DROPOUT_DRAWS}, got {dropout_draw!r}")
+    if dropout_draw == "bits" and config.dropout not in (0.0, 0.5):
+        raise ConfigError(f"dropout_draw='bits' draws p = 0.5 masks; the config asks for dropout={config.dropout}")
     client_of = [int(k) for k in client_of]
     ids = list(range(b)) if _ids is None else [int(i) for i in _ids]
     empty = sorted({k for k in client_of if int(clients[k].train_mask.sum()) == 0})
@@ -271,7 +264,8 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
                                       device=device, record=record, progress=progress, max_batch=max_batch,
                                       pad_to=pad_to or max(clients[k].num_nodes for k in set(client_of)),
                                       optimizer=optimizer, layouts=layouts, ragged=ragged,
-                                      optimizer_state=optimizer_state, _ids=[ids[i] for i in keep])
+                                      optimizer_state=optimizer_state, dropout_draw=dropout_draw,
+                                      _ids=[ids[i] for i in keep])
             for n in params:
                 params[n][keep] = sub[n]
             if frame is not None:
@@ -298,9 +292,10 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
     curves = []
     for start in range(0, b, size):
         idx = list(range(start, min(b, start + size)))
-        p, cur = _train_chunk(clients, props, {k: v[idx] for k, v in init.items()}, [model_seeds[i] for i in idx],
-                              [client_of[i] for i in idx], idx, config, extra_loss, dev, progress, nmax, sparse,
-                              record, optimizer, layouts, optimizer_state, [ids[i] for i in idx])
+        with retained_heap():  # the epochs reuse their large buffers instead of page-faulting them in
+            p, cur = _train_chunk(clients, props, {k: v[idx] for k, v in init.items()}, [model_seeds[i] for i in idx],
+                                  [client_of[i] for i in idx], idx, config, extra_loss, dev, progress, nmax, sparse,
+                                  record, optimizer, layouts, optimizer_state, [ids[i] for i in idx], dropout_draw)
         out.append(p)
         curves.append(cur)
     params = {k: torch.cat([p[k] for p in out]) for k in out[0]}

@@ -129,3 +129,36 @@ def test_batched_forward_equals_single_models(sparse):
         ref, rh = gcn_forward(ps[i], clients[k].x, props[k], dropout=0.5, training=True,
                               generator=torch.Generator().manual_seed(i), return_hidden=True)
         assert torch.allclose(z[i, :n], ref, atol=1e-5) and torch.allclose(h[i, :n], rh, atol=1e-5)
+
+
+def test_dropout_bits_are_the_generators_bit_stream():
+    """p = ½ masks read bit j of byte k of the segment's 32-bit words (low byte first) as entry 8k + j;
+    checked against numpy's unpacking of the same words, for a size that is and one that is not a multiple of 8."""
+    import numpy as np
+
+    from pace_nb.nn.gcn import dropout_bits_
+
+    for n, h in ((37, 64), (5, 3)):
+        out = torch.zeros(n + 4, h)
+        dropout_bits_(out, [(2, n)], [torch.Generator().manual_seed(11)])
+        nbytes = (n * h + 7) // 8
+        words = torch.empty((nbytes + 3) // 4, dtype=torch.int64).random_(0, 1 << 32, generator=torch.Generator().manual_seed(11))
+        stream = np.frombuffer(words.numpy().astype("<u4").tobytes(), dtype=np.uint8)
+        expect = 2.0 * np.unpackbits(stream, bitorder="little")[: n * h].reshape(n, h)
+        assert np.array_equal(out[2:2 + n].numpy(), expect)
+        assert torch.equal(out[:2], torch.zeros(2, h)) and torch.equal(out[2 + n:], torch.zeros(2, h))
+
+
+def test_dropout_bits_keep_half_and_each_segment_is_its_own():
+    from pace_nb.nn.gcn import dropout_bits_
+
+    big = dropout_bits_(torch.zeros(4000, 64), [(0, 4000)], [torch.Generator().manual_seed(0)])
+    assert set(big.unique().tolist()) == {0.0, 2.0} and abs(float((big > 0).float().mean()) - 0.5) < 0.005
+    segs, seeds = [(0, 7), (9, 4), (13, 11)], (3, 4, 5)
+    out = dropout_bits_(torch.zeros(24, 64), segs, [torch.Generator().manual_seed(s) for s in seeds])
+    for (o, n), s in zip(segs, seeds, strict=True):
+        alone = dropout_bits_(torch.zeros(n, 64), [(0, n)], [torch.Generator().manual_seed(s)])
+        assert torch.equal(out[o:o + n], alone)
+    assert torch.equal(out[7:9], torch.zeros(2, 64))
+    with pytest.raises(ConfigError, match="rows, H"):
+        dropout_bits_(torch.zeros(4), [(0, 4)], [None])

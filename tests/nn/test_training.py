@@ -247,3 +247,25 @@ def test_recorded_validation_accuracy_is_the_forward_passes_accuracy_on_validati
         want = float((z[vm].argmax(1) == clients[k].y[vm]).float().mean())
         assert curves.val_acc[b] == pytest.approx(want, abs=1e-6)
     assert np.isnan(curves.val_acc[2])  # a client without validation nodes
+
+
+def test_bit_drawn_dropout_trains_and_does_not_depend_on_batching():
+    """``dropout_draw="bits"``: other masks than the default (other parameters), the same independence of
+    chunking as the default draw, and a clear error for p other than ½."""
+    from pace_nb.methods.protocol import federation
+    from pace_nb.nn.training import train_models
+
+    fg = federation("demo", partition="louvain", num_clients=3, data_seed=0)
+    cfg = TrainConfig(epochs=5)
+    init = stack_params([init_params(fg.num_features, fg.num_classes, cfg.hidden, 1) for _ in range(3)])
+    args = (fg.clients, init, [7, 8, 9], [0, 1, 2], cfg)
+    whole, _ = train_models(*args, dropout_draw="bits", device="cpu", progress=False)
+    split, _ = train_models(*args, dropout_draw="bits", device="cpu", progress=False, max_batch=1)
+    uniform, _ = train_models(*args, device="cpu", progress=False)
+    assert all(torch.equal(whole[k], split[k]) for k in whole)
+    assert not torch.equal(whole["conv1.weight"], uniform["conv1.weight"])
+    with pytest.raises(ConfigError, match="dropout_draw"):
+        train_models(*args, dropout_draw="philox", device="cpu", progress=False)
+    with pytest.raises(ConfigError, match="p = 0.5"):
+        train_models(fg.clients, init, [7, 8, 9], [0, 1, 2], TrainConfig(epochs=2, dropout=0.3), dropout_draw="bits",
+                     device="cpu", progress=False)
