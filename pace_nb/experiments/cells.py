@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -146,6 +147,16 @@ def local_key(cell: Cell, device) -> str:
     train = json.loads(cell.options).get("train", {})
     return stable_key(dict(dataset=cell.dataset, partition=cell.partition, num_clients=cell.num_clients, beta=cell.beta,
                            data_seed=cell.data_seed, seeds=list(cell.seeds), train=train, device=str(device)))
+
+
+def by_setting(cells: Iterable[Cell]) -> list[Cell]:
+    """``cells`` with those that share Local's models (:func:`local_key`) made consecutive, each group
+    where its first cell was (a stable reordering): a grid's :class:`LocalReuse` then trains Local once
+    per setting, also across experiments of a config (e.g. a table's variants of one setting)."""
+    groups: dict[str, list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault(local_key(cell, "any") if cell.kind == "protocol" else cell.key, []).append(cell)
+    return [cell for group in groups.values() for cell in group]
 
 
 def _shared_local(cell: Cell, reuse: LocalReuse, fg, data_root, device, config):

@@ -20,7 +20,7 @@ import pandas as pd
 from pace_nb.core.config import progress as progress_bar
 from pace_nb.core.errors import MissingDataError
 from pace_nb.experiments import preflight
-from pace_nb.experiments.cells import Cell, LocalReuse, run_cell
+from pace_nb.experiments.cells import Cell, LocalReuse, by_setting, run_cell
 from pace_nb.experiments.grid import GridConfig, expand, load_config
 from pace_nb.experiments.provenance import provenance
 from pace_nb.experiments.store import ResultsStore
@@ -96,6 +96,7 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
             todo.append(cell)
         status[cell.key] = rec
     report = GridReport(list(status.values()))  # config order; records are updated in place
+    todo = by_setting(todo)  # the cells of one setting share Local in-process, however the config lists them
     first = int(float(start) * len(todo)) if todo else 0
     todo = todo[first:] + todo[:first]
     if dry_run:

@@ -6,12 +6,10 @@ receiver never sees (macro-F1 of the paper's Table 10 is "fixed-class").
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
-from sklearn.metrics import f1_score
 
 from pace_nb.core.errors import ConfigError
 
@@ -31,15 +29,29 @@ def accuracy(y_true, y_pred) -> float:
 
 
 def f1(y_true, y_pred, num_classes: int, average: str = "weighted") -> float:
-    """F1 over the fixed class set ``range(num_classes)`` ("weighted" or "macro")."""
+    """F1 over the fixed class set ``range(num_classes)`` ("weighted" or "macro"): per class
+    ``2·tp / (n_true + n_pred)`` (0 when the class is neither true nor predicted), averaged with the
+    classes' true counts as weights or uniformly — the arithmetic of scikit-learn's ``f1_score`` with
+    ``labels=range(C)``, ``zero_division=0``, from three ``bincount`` s."""
     yt, yp = _arrays(y_true, y_pred)
     if not yt.size:
         return float("nan")
     if average not in ("weighted", "macro"):
         raise ConfigError(f"average must be 'weighted' or 'macro', got {average!r}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(f1_score(yt, yp, labels=list(range(num_classes)), average=average, zero_division=0))
+    yt, yp = yt.astype(np.int64, copy=False), yp.astype(np.int64, copy=False)
+
+    def counts(v: np.ndarray) -> np.ndarray:
+        return np.bincount(v[(v >= 0) & (v < num_classes)], minlength=num_classes)[:num_classes]
+
+    tp, n_true, n_pred = counts(yt[yt == yp]), counts(yt), counts(yp)
+    denom = n_true.astype(np.float64) + n_pred.astype(np.float64)
+    score = 2.0 * tp.astype(np.float64) / np.where(denom == 0, 1.0, denom)
+    score[denom == 0] = 0.0
+    if average == "macro":
+        return float(np.mean(score))
+    weights = n_true.astype(np.float64)
+    scale = weights.sum()
+    return float((score * weights).sum() / scale) if scale > 0 else float(np.mean(score))
 
 
 def scores(y_true, y_pred, num_classes: int) -> dict[str, float]:

@@ -13,9 +13,9 @@ propagations are one block-diagonal sparse product each, layer 2 is one ``bmm``,
 optimizer is the fused Adam kernel applied per model slice (bitwise batch-independent).
 Everything constant across epochs (sparse X and its transpose, P and Pᵀ, train-row indices) is
 built once per chunk; layer-1 weights are stored transposed so no epoch copies them. Dropout
-masks draw a uniform per entry (:func:`~pace_nb.nn.gcn.dropout_masks_`); ``dropout_draw="bits"`` draws
-p = ½ masks as the generators' random bits instead (:func:`~pace_nb.nn.gcn.dropout_bits_`, one 32-bit draw
-per 32 entries, 4x cheaper; other masks, so other numbers than the stored results).
+masks draw a uniform per entry (:func:`~pace_nb.nn.gcn.dropout_masks_`, the stored results' generator);
+``TrainConfig(dropout_draw="bits")`` (or ``"auto"``) draws p = ½ masks as the generators' random bits
+(:func:`~pace_nb.nn.gcn.dropout_bits_`, one 32-bit draw per 32 entries, 4x cheaper; other numbers).
 The epochs run inside :func:`~pace_nb.core.memory.retained_heap`, so their large buffers are reused,
 not page-faulted in again every epoch.
 """
@@ -33,17 +33,29 @@ from torch import Tensor
 from pace_nb.core.config import PAPER_SEEDS, model_seed, progress as _progress, resolve_device
 from pace_nb.core.errors import ConfigError
 from pace_nb.core.memory import retained_heap
-from pace_nb.core.validation import Interval, check_seeds, declared, param, validate_params
+from pace_nb.core.validation import Interval, Options, check_seeds, declared, param, validate_params
 from pace_nb.data.federation import ClientGraph, FederatedGraph
-from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_bits_, dropout_masks_, gcn_forward, init_params,
+from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_bits_, dropout_masks_, init_params,
                             propagation_matrix, stack_params)
 from pace_nb.nn.chunk import check_finite, mask_rows
+from pace_nb.nn.inference import batched_logits, client_hidden, client_logits  # noqa: F401  (re-exported)
 from pace_nb.nn.optim import AdamState, make_optimizer
 from pace_nb.nn.ragged import RaggedGraphs, ragged_forward, ragged_graphs
 
 
-#: How the trainer draws dropout masks (:func:`train_models`'s ``dropout_draw``).
+#: How the trainer draws dropout masks (:attr:`TrainConfig.dropout_draw`, :func:`train_models`'s ``dropout_draw``).
 DROPOUT_DRAWS: tuple[str, ...] = ("uniform", "bits")
+
+
+def resolve_dropout_draw(draw: str, p: float) -> str:
+    """``"auto"`` → ``"bits"`` when ``p`` is ½ (or 0: no masks), else ``"uniform"``; other names are checked."""
+    if draw == "auto":
+        return "bits" if p in (0.0, 0.5) else "uniform"
+    if draw not in DROPOUT_DRAWS:
+        raise ConfigError(f"dropout_draw must be 'auto' or one of {DROPOUT_DRAWS}, got {draw!r}")
+    if draw == "bits" and p not in (0.0, 0.5):
+        raise ConfigError(f"dropout_draw='bits' draws p = 0.5 masks; the config asks for dropout={p}")
+    return draw
 
 
 @declared
@@ -56,9 +68,13 @@ class TrainConfig:
     lr: float = param(0.01, Interval(float, 0.0, 10.0, closed="right"))
     weight_decay: float = param(5e-4, Interval(float, 0.0, 1.0))
     epochs: int = param(100, Interval(int, 1, 100_000))
+    dropout_draw: str = param("uniform", Options(("auto",) + DROPOUT_DRAWS),
+                              help="dropout masks: 'uniform' (one uniform per entry: the stored results' "
+                                   "generator), 'bits' (p = 1/2 from random bits, ~4x cheaper), 'auto' = bits at p = 1/2")
 
     def __post_init__(self):
         validate_params(self)
+        resolve_dropout_draw(self.dropout_draw, self.dropout)
 
     @staticmethod
     def model_seed(run_seed: int, client: int) -> int:
@@ -77,6 +93,14 @@ class TrainStep:
     clients: list[int]  # client index of each model
     epoch: int
     pre_hidden: list[Tensor] | None = None  # per model: pre-ReLU layer-1 output (FedRCL's feature)
+
+    def by_client(self) -> dict[int, list[int]]:
+        """Client → positions (into this step's lists) of its models, in order: a client's models (one per
+        seed) share its graph, so a loss can batch them."""
+        out: dict[int, list[int]] = {}
+        for i, k in enumerate(self.clients):
+            out.setdefault(int(k), []).append(i)
+        return out
 
 
 def _check_inputs(clients, init: Params, model_seeds, client_of, config: TrainConfig) -> int:
@@ -221,7 +245,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
                  record: bool = False, progress: bool = True,
                  max_batch: int | None = None, pad_to: int | None = None,
                  optimizer: dict | None = None, layouts: dict | None = None, ragged: bool = True,
-                 optimizer_state: AdamState | None = None, dropout_draw: str = "uniform",
+                 optimizer_state: AdamState | None = None, dropout_draw: str | None = None,
                  _ids: Sequence[int] | None = None) -> tuple[Params, pd.DataFrame | None]:
     """Train B independent GCNs: model b on ``clients[client_of[b]]`` from ``init[b]`` with
     dropout generator seeded ``model_seeds[b]`` (full-batch CE on the train mask; validation
@@ -236,17 +260,15 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
     so they are built once (the values are identical, so results are too).
     ``ragged`` (default): products over each client's own rows (:mod:`pace_nb.nn.ragged`); False: the
     padded layout (every client padded to the largest, or to ``pad_to``).
-    ``dropout_draw``: ``"uniform"`` (default; the stored results' masks) or ``"bits"`` (p = ½ only: the
-    masks from the generators' random bits, :func:`~pace_nb.nn.gcn.dropout_bits_`; faster, other masks).
+    ``dropout_draw``: overrides ``config.dropout_draw`` — ``"bits"`` (p = ½ only: the masks from the
+    generators' random bits, :func:`~pace_nb.nn.gcn.dropout_bits_`), ``"uniform"`` (one uniform per
+    entry, :func:`~pace_nb.nn.gcn.dropout_masks_`) or ``"auto"`` (bits at p = ½).
     ``optimizer_state``: a dict kept by the caller across calls — Adam's moments and step count of
     model b are read from and written to ``optimizer_state[b]`` (a missing entry starts fresh), so
     e.g. the rounds of a federated run continue each client's Adam; None = a fresh Adam per call.
     """
     b = _check_inputs(clients, init, model_seeds, client_of, config)
-    if dropout_draw not in DROPOUT_DRAWS:
-        raise ConfigError(f"dropout_draw must be one of {DROPOUT_DRAWS}, got {dropout_draw!r}")
-    if dropout_draw == "bits" and config.dropout not in (0.0, 0.5):
-        raise ConfigError(f"dropout_draw='bits' draws p = 0.5 masks; the config asks for dropout={config.dropout}")
+    dropout_draw = resolve_dropout_draw(config.dropout_draw if dropout_draw is None else dropout_draw, config.dropout)
     client_of = [int(k) for k in client_of]
     ids = list(range(b)) if _ids is None else [int(i) for i in _ids]
     empty = sorted({k for k in client_of if int(clients[k].train_mask.sum()) == 0})
@@ -359,33 +381,3 @@ def train_local(fg: FederatedGraph, seeds: Sequence[int] = PAPER_SEEDS, config: 
     params, curves = train_models(fg.clients, init, mseeds, client_of, config, extra_loss=extra_loss,
                                   device=device, record=record, progress=progress)
     return LocalModels(seeds, k_n, w0, params, config, curves)
-
-
-def _graph(client: ClientGraph, device) -> tuple[Tensor, Tensor]:
-    return (client.x.to(device, torch.float32), propagation_matrix(client.edge_index, client.num_nodes).to(device))
-
-
-@torch.no_grad()
-def client_logits(params: Params, client: ClientGraph, *, device="cpu") -> Tensor:
-    """Eval-mode logits [n, C] of one (unbatched) model on a client's whole subgraph (CPU)."""
-    dev = resolve_device(device)
-    x, P = _graph(client, dev)
-    return gcn_forward({k: v.to(dev) for k, v in params.items()}, x, P).cpu()
-
-
-@torch.no_grad()
-def client_hidden(params: Params, client: ClientGraph, *, device="cpu") -> Tensor:
-    """Eval-mode post-ReLU layer-1 output [n, H] of one model on a client's subgraph (CPU)."""
-    dev = resolve_device(device)
-    x, P = _graph(client, dev)
-    return gcn_forward({k: v.to(dev) for k, v in params.items()}, x, P, return_hidden=True)[1].cpu()
-
-
-@torch.no_grad()
-def batched_logits(params: Params, clients: Sequence[ClientGraph], client_of: Sequence[int], *,
-                   device="cpu") -> list[Tensor]:
-    """Eval-mode logits of batched model b on ``clients[client_of[b]]`` (list of [n_b, C], CPU)."""
-    dev = resolve_device(device)
-    graphs = {k: _graph(clients[k], dev) for k in set(int(c) for c in client_of)}
-    return [gcn_forward({n: v[b].to(dev) for n, v in params.items()}, *graphs[int(k)]).cpu()
-            for b, k in enumerate(client_of)]

@@ -284,6 +284,27 @@ def test_method_groups_share_one_local_training_with_identical_rows(tmp_path, mo
         assert a.to_csv(index=False) == b.to_csv(index=False)
 
 
+def test_experiments_of_one_setting_share_local_across_the_config(tmp_path, monkeypatch):
+    """Two experiments listing the same setting (a table's variants) are run consecutively by setting
+    (by_setting), so Local is trained once per setting, not once per experiment."""
+    import pace_nb.nn.training as training
+    from pace_nb.experiments.cells import by_setting
+
+    text = ('[grid]\nseeds = [104729]\n[[experiment]]\nname = "a"\ndatasets = ["demo"]\nclients = [3, 4]\n'
+            'methods = ["local", "pace"]\ntrain = { epochs = 3 }\n'
+            '[[experiment]]\nname = "b"\ndatasets = ["demo"]\nclients = [3, 4]\nmethods = ["local", "pace"]\n'
+            'pace_variants = ["transport"]\ntrain = { epochs = 3 }\n')
+    cells = expand(parse_config(text))
+    assert [c.num_clients for c in cells] == [3, 4, 3, 4]
+    ordered = by_setting(cells)
+    assert [c.num_clients for c in ordered] == [3, 3, 4, 4] and sorted(ordered, key=cells.index) == cells
+    calls = []
+    real = training.train_local
+    monkeypatch.setattr(training, "train_local", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    assert run_grid(parse_config(text), ResultsStore(tmp_path), progress=False, device="cpu").count("ran") == 4
+    assert len(calls) == 2
+
+
 def test_two_grids_on_one_store_share_the_cells(tmp_path):
     """Each cell is claimed while computed: two concurrent grids run every cell exactly once."""
     import threading

@@ -244,6 +244,25 @@ def test_fedtad_reliability_by_hand():
     np.testing.assert_allclose(lp[:, 0].numpy(), [0.5, 1 / 3, 0.5])
 
 
+def test_fedtad_edge_cosines_match_the_gathered_normalized_embeddings():
+    """The sparse row products equal the dense definition (normalize [x ‖ topo], gather both ends, dot),
+    with all-zero rows (F.normalize's eps) and repeated edges."""
+    from pace_nb.methods.baselines.fedtad import edge_cosines
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(40, 30, generator=g) * (torch.rand(40, 30, generator=g) < 0.1)
+    x[5] = 0.0
+    topo = torch.rand(40, 4, generator=g, dtype=torch.float64)
+    topo[5] = 0.0
+    ei = torch.randint(0, 40, (2, 300), generator=g)
+    ei[:, :3] = torch.tensor([[5, 5, 1], [1, 5, 1]])
+    emb = F.normalize(torch.cat([x.double(), topo], 1), dim=1)
+    want = (emb[ei[0]] * emb[ei[1]]).sum(1)
+    got = edge_cosines(x, topo, ei)
+    assert got.dtype == torch.float64 and got.shape == (300,)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-15)
+
+
 def test_fedtad_diversity_and_no_distillation_is_fedavg(fg):
     from pace_nb.methods.baselines.fedtad import diversity_loss
 

@@ -122,11 +122,9 @@ def test_fedaux_concat_head_forward_loss_and_similarity_by_hand(fg):
     zp, hh = gcn_forward({k: v[0] for k, v in params.items()}, c.x, Ps, return_hidden=True)
     tm = c.train_mask
 
-    class Step:
-        pass
+    from pace_nb.nn.training import TrainStep
 
-    step = Step()
-    step.params, step.hidden, step.logits, step.clients, step.models = params, [hh], [zp], [1], [1]
+    step = TrainStep(params, [hh], [zp], [1], [1], 0)
     total = F.cross_entropy(zp[tm], c.y[tm]) + m.local_loss(step, ctx)
     want = F.cross_entropy(logits[tm].float(), c.y[tm])
     assert float(total.detach()) == pytest.approx(float(want), rel=1e-4)
@@ -243,3 +241,48 @@ def test_fedrcl_records_the_predicted_class_entropy_of_its_returned_model(fg):
         pred = torch.cat([z.argmax(-1) for z in batched_logits(models, fg.clients, list(range(k_n)))])
         assert ent[s] == pytest.approx(predicted_class_entropy(pred, fg.num_classes), abs=1e-6)
     assert json.loads(json.dumps(run.params))["pred_entropy"] == ent  # stored in the rows' params as is
+
+
+@pytest.mark.parametrize("method,options", [("fedaux1r", {}), ("fedaux1r", {"head": "aux"}), ("fedrcl", {})])
+def test_client_batched_local_losses_equal_the_sum_of_one_model_losses(fg, method, options):
+    """FedAux's and FedRCL's local losses batch the seeds' models of each client (TrainStep.by_client):
+    the loss and every gradient equal those of the models' losses computed one model at a time."""
+    from pace_nb.nn.training import TrainStep
+
+    m = make_method(method, **options)
+    ctx = _ctx(fg, seeds=(SEED, SEED + 1, SEED + 2))
+    m.prepare(ctx)
+    start = m.start_models(ctx, ctx.start)
+    g = torch.Generator().manual_seed(5)
+    base = {k: v + 0.05 * torch.randn(v.shape, generator=g) for k, v in start.items()}
+    k_n = fg.num_clients
+    models = [0, 1, k_n, k_n + 1, 2 * k_n]  # seed-major order: clients 0, 1, 0, 1, 0
+    clients = [b % k_n for b in models]
+
+    def forward(params, rows):
+        hid, logit, pre = [], [], []
+        for j, b in enumerate(rows):
+            c = fg.clients[clients[models.index(b)]]
+            P = propagation_matrix(c.edge_index, c.num_nodes)
+            pre_h = torch.sparse.mm(P, c.x @ params["conv1.weight"][j].T) + params["conv1.bias"][j]
+            h = torch.relu(pre_h)
+            hid.append(h), pre.append(pre_h)
+            logit.append(torch.sparse.mm(P, h @ params["conv2.weight"][j].T) + params["conv2.bias"][j])
+        return hid, logit, pre
+
+    batched = {k: v[models].clone().requires_grad_(True) for k, v in base.items()}
+    h, z, pre = forward(batched, models)
+    whole = m.local_loss(TrainStep(batched, h, z, models, clients, 0, pre), ctx)
+    whole.backward()
+    total = 0.0
+    for j, b in enumerate(models):
+        one = {k: v[[b]].clone().requires_grad_(True) for k, v in base.items()}
+        h1, z1, p1 = forward(one, [b])
+        loss = m.local_loss(TrainStep(one, h1, z1, [b], [clients[j]], 0, p1), ctx)
+        loss.backward()
+        total += float(loss)
+        for k in one:
+            if one[k].grad is not None:
+                torch.testing.assert_close(batched[k].grad[j], one[k].grad[0], rtol=1e-5, atol=1e-6)
+    assert float(whole) == pytest.approx(total, rel=1e-5)
+    assert TrainStep(batched, h, z, models, clients, 0).by_client() == {0: [0, 2, 4], 1: [1, 3]}

@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.nn.gcn import gcn_forward
-from pace_nb.nn.training import TrainStep, _graph
+from pace_nb.nn.inference import _graph
+from pace_nb.nn.training import TrainStep
 from pace_nb.core.validation import Interval, param
 from pace_nb.methods.baselines.base import FedContext, FederatedMethod
 from pace_nb.methods.contract import register

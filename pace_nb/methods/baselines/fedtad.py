@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -50,17 +52,28 @@ def landing_probabilities(edge_index: Tensor, num_nodes: int, max_len: int = 5, 
     return out
 
 
+def edge_cosines(x: Tensor, topo: Tensor, edge_index: Tensor) -> Tensor:
+    """``[E]`` float64: cosine of the embeddings ``[x ‖ topo]`` of each edge's two ends, from sparse row
+    products (the embeddings are never gathered per edge: bag-of-words features are mostly zeros)."""
+    xs = sp.csr_matrix(x.detach().cpu().double().numpy())
+    t = topo.detach().cpu().double().numpy()
+    src, dst = (v.cpu().numpy() for v in edge_index)
+    norm = np.sqrt(np.asarray(xs.multiply(xs).sum(1)).ravel() + (t * t).sum(1))
+    norm = np.maximum(norm, 1e-12)  # F.normalize's eps
+    dot = np.asarray(xs[src].multiply(xs[dst]).sum(1)).ravel() + (t[src] * t[dst]).sum(1)
+    return torch.from_numpy(dot / (norm[src] * norm[dst]))
+
+
 def class_reliability(x: Tensor, edge_index: Tensor, y: Tensor, train_mask: Tensor, num_classes: int,
                       max_walk_length: int = 5) -> Tensor:
     """FedTAD's class-wise knowledge reliability ``[C]`` (sums to 1 when the client has training nodes)."""
     n = x.shape[0]
-    emb = torch.cat([x.double(), landing_probabilities(edge_index, n, max_walk_length)], dim=1)
-    emb = F.normalize(emb, dim=1)
-    src, dst = edge_index
-    cos = (emb[src] * emb[dst]).sum(1)
+    cos = edge_cosines(x, landing_probabilities(edge_index, n, max_walk_length), edge_index)
+    src = edge_index[0].cpu()
     nb_sum = torch.zeros(n, dtype=torch.float64).index_add_(0, src, cos)
     deg = torch.zeros(n, dtype=torch.float64).index_add_(0, src, torch.ones_like(cos))
     rel = (1.0 + nb_sum) / (deg + 1.0)
+    y, train_mask = y.cpu(), train_mask.cpu()
     ckr = torch.zeros(num_classes, dtype=torch.float64).index_add_(0, y[train_mask], rel[train_mask])
     return ckr / ckr.sum() if float(ckr.sum()) > 0 else ckr
 

@@ -1,0 +1,42 @@
+"""Eval-mode forwards: the per-client graph cache, batched == one at a time == the plain forward."""
+from __future__ import annotations
+
+import torch
+
+from pace_nb.nn import inference
+from pace_nb.nn.gcn import gcn_forward, init_params, propagation_matrix, stack_params
+from pace_nb.nn.inference import batched_logits, client_hidden, client_logits
+
+from demo_graphs import demo_fg
+
+
+def test_client_logits_match_the_dense_forward_and_batched_logits_bitwise():
+    fg = demo_fg(k=3)
+    ps = stack_params([init_params(fg.num_features, fg.num_classes, 16, s) for s in range(6)])
+    client_of = [0, 1, 2, 2, 1, 0]
+    batched = batched_logits(ps, fg.clients, client_of)
+    for b, k in enumerate(client_of):
+        one = {n: v[b] for n, v in ps.items()}
+        c = fg.clients[k]
+        assert torch.equal(batched[b], client_logits(one, c))
+        dense = gcn_forward(one, c.x, propagation_matrix(c.edge_index, c.num_nodes))
+        assert torch.equal(batched[b], dense)
+        _, h = gcn_forward(one, c.x, propagation_matrix(c.edge_index, c.num_nodes), return_hidden=True)
+        torch.testing.assert_close(client_hidden(one, c), h, rtol=1e-5, atol=1e-6)
+
+
+def test_the_graph_cache_follows_in_place_changes_and_new_tensors():
+    fg = demo_fg(k=2)
+    c = fg.clients[0]
+    p = init_params(fg.num_features, fg.num_classes, 8, 0)
+    before = client_logits(p, c)
+    assert client_logits(p, c) is not before and torch.equal(client_logits(p, c), before)
+    x0 = inference._graph(c, "cpu")[0]
+    assert inference._graph(c, "cpu")[0] is x0  # built once
+    c.x.mul_(2.0)  # in place: the cached features are stale and rebuilt
+    doubled = client_logits(p, c)
+    want = gcn_forward(p, c.x, propagation_matrix(c.edge_index, c.num_nodes))
+    torch.testing.assert_close(doubled, want, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(doubled, before)
+    c.x = c.x / 2.0  # a new tensor: another entry
+    torch.testing.assert_close(client_logits(p, c), before, rtol=1e-5, atol=1e-6)
