@@ -97,14 +97,6 @@ def _propagate(P: Tensor, h: Tensor) -> Tensor:
     return torch.sparse.mm(P, h) if P.is_sparse else P @ h
 
 
-def feature_product(x: Tensor, w: Tensor) -> Tensor:
-    """``x @ w`` for features ``x`` [n, F] dense, sparse COO (densified) or sparse CSR (:func:`csr_mm`:
-    :func:`pace_nb.nn.inference.eval_features` hands bag-of-words features to evaluation as CSR)."""
-    if x.layout == torch.sparse_csr:
-        return csr_mm(x, w.contiguous())
-    return (x.to_dense() if x.is_sparse else x) @ w
-
-
 def gcn_forward(params: Params, x: Tensor, P: Tensor, *, dropout: float = 0.0, training: bool = False,
                 generator: torch.Generator | None = None, return_hidden: bool = False):
     """Logits [n, C] of one (unbatched) GCN; ``return_hidden`` → ``(logits, h)`` with ``h``
@@ -113,7 +105,8 @@ def gcn_forward(params: Params, x: Tensor, P: Tensor, *, dropout: float = 0.0, t
     Dropout (training only) uses ``F.dropout`` semantics: keep with probability 1 - p,
     scale kept units by 1/(1 - p); the mask is drawn with ``generator`` (see :func:`dropout_mask`).
     """
-    h = F.relu(_propagate(P, feature_product(x, effective_weight(params, 1).t())) + params["conv1.bias"])
+    x = x.to_dense() if x.is_sparse else x
+    h = F.relu(_propagate(P, x @ effective_weight(params, 1).t()) + params["conv1.bias"])
     hd = h
     if training and dropout > 0:
         hd = h * dropout_mask(h.shape, dropout, generator, h.device, h.dtype)

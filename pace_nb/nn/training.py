@@ -94,14 +94,6 @@ class TrainStep:
     epoch: int
     pre_hidden: list[Tensor] | None = None  # per model: pre-ReLU layer-1 output (FedRCL's feature)
 
-    def by_client(self) -> dict[int, list[int]]:
-        """Client → positions (into this step's lists) of its models, in order: a client's models (one per
-        seed) share its graph, so a loss can batch them."""
-        out: dict[int, list[int]] = {}
-        for i, k in enumerate(self.clients):
-            out.setdefault(int(k), []).append(i)
-        return out
-
 
 def _check_inputs(clients, init: Params, model_seeds, client_of, config: TrainConfig) -> int:
     if not clients:
