@@ -100,13 +100,18 @@ def _propagate(P: Tensor, h: Tensor) -> Tensor:
 def gcn_forward(params: Params, x: Tensor, P: Tensor, *, dropout: float = 0.0, training: bool = False,
                 generator: torch.Generator | None = None, return_hidden: bool = False):
     """Logits [n, C] of one (unbatched) GCN; ``return_hidden`` → ``(logits, h)`` with ``h``
-    the post-ReLU, pre-dropout layer-1 output [n, H].
+    the post-ReLU, pre-dropout layer-1 output [n, H]. ``x`` [n, F] is dense, sparse COO (densified) or
+    sparse CSR (layer 1 as one ``embedding_bag``, :func:`csr_mm`).
 
     Dropout (training only) uses ``F.dropout`` semantics: keep with probability 1 - p,
     scale kept units by 1/(1 - p); the mask is drawn with ``generator`` (see :func:`dropout_mask`).
     """
-    x = x.to_dense() if x.is_sparse else x
-    h = F.relu(_propagate(P, x @ effective_weight(params, 1).t()) + params["conv1.bias"])
+    w1t = effective_weight(params, 1).t()
+    if x.layout == torch.sparse_csr:
+        xw = csr_mm(x, w1t.contiguous())
+    else:
+        xw = (x.to_dense() if x.is_sparse else x) @ w1t
+    h = F.relu(_propagate(P, xw) + params["conv1.bias"])
     hd = h
     if training and dropout > 0:
         hd = h * dropout_mask(h.shape, dropout, generator, h.device, h.dtype)
@@ -302,10 +307,10 @@ class BatchedGraphs:
         return self.xt is not None
 
 
-#: Feature density below which layer 1 uses the block-diagonal sparse product. The sparse product is also
-#: faster a little above it (single-threaded, 10 clients x 5 seeds: PubMed, density 0.11, 251 -> 106 ms per
-#: epoch; Computers, 0.22, 268 -> 228), but it sums in another order, so raising it changes stored numbers.
-SPARSE_DENSITY: float = 0.1
+#: Feature density below which layer 1 (training and evaluation) uses the sparse product of the features.
+#: Single-threaded, 10 clients x 5 seeds, the sparse product is faster well above 0.1: PubMed (density 0.11)
+#: 251 -> 106 ms per epoch, Computers (0.22) 268 -> 228 (``benchmarks/bench_training.py``).
+SPARSE_DENSITY: float = 0.3
 
 
 def batch_graphs(xs: Sequence[Tensor], props: Sequence[Tensor], nmax: int | None = None, *,

@@ -1,10 +1,12 @@
 """Eval-mode forwards of trained GCNs on their clients' subgraphs (no dropout, no gradients).
 
 A client's features and propagation matrix are built once while its tensors live unchanged
-(:func:`_graph`), however many models are evaluated on it.
+(:func:`_graph`), however many models are evaluated on it. Features sparser than
+:data:`~pace_nb.nn.gcn.SPARSE_DENSITY` are held as CSR, so layer 1 reads only their nonzeros.
 """
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Sequence
 
@@ -13,7 +15,7 @@ from torch import Tensor
 
 from pace_nb.core.config import resolve_device
 from pace_nb.data.federation import ClientGraph
-from pace_nb.nn.gcn import Params, gcn_forward, propagation_matrix
+from pace_nb.nn.gcn import SPARSE_DENSITY, Params, gcn_forward, propagation_matrix
 
 
 #: (id(x), id(edge_index), device) → (weakrefs to both, their versions, eval features, P); an entry
@@ -30,7 +32,7 @@ def _graph(client: ClientGraph, device) -> tuple[Tensor, Tensor]:
     hit = _GRAPHS.get(key)
     if hit is not None and hit[0]() is x and hit[1]() is ei and hit[2] == (x._version, ei._version):
         return hit[3], hit[4]
-    built = (x.to(device, torch.float32), propagation_matrix(ei, client.num_nodes).to(device))
+    built = (eval_features(x, device), propagation_matrix(ei, client.num_nodes).to(device))
     if len(_GRAPHS) >= _MAX_GRAPHS:
         _GRAPHS.clear()
 
@@ -39,6 +41,21 @@ def _graph(client: ClientGraph, device) -> tuple[Tensor, Tensor]:
 
     _GRAPHS[key] = (weakref.ref(x, drop), weakref.ref(ei, drop), (x._version, ei._version), *built)
     return built
+
+
+def eval_features(x: Tensor, device) -> Tensor:
+    """``x`` as float32 on ``device``: sparse CSR below :data:`~pace_nb.nn.gcn.SPARSE_DENSITY`, else dense."""
+    x = (x.to_dense() if x.is_sparse else x).to(torch.float32)
+    n, f = x.shape
+    nz = x.nonzero()
+    if x.numel() == 0 or len(nz) >= SPARSE_DENSITY * n * f:
+        return x.to(device)
+    crow = torch.zeros(n + 1, dtype=torch.long)
+    crow[1:] = torch.bincount(nz[:, 0], minlength=n).cumsum(0)
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": a UserWarning per process
+        warnings.simplefilter("ignore", UserWarning)
+        csr = torch.sparse_csr_tensor(crow, nz[:, 1].contiguous(), x[nz[:, 0], nz[:, 1]], (n, f), check_invariants=False)
+    return csr.to(device)
 
 
 @torch.no_grad()

@@ -13,9 +13,9 @@ propagations are one block-diagonal sparse product each, layer 2 is one ``bmm``,
 optimizer is the fused Adam kernel applied per model slice (bitwise batch-independent).
 Everything constant across epochs (sparse X and its transpose, P and Pᵀ, train-row indices) is
 built once per chunk; layer-1 weights are stored transposed so no epoch copies them. Dropout
-masks draw a uniform per entry (:func:`~pace_nb.nn.gcn.dropout_masks_`, the stored results' generator);
-``TrainConfig(dropout_draw="bits")`` (or ``"auto"``) draws p = ½ masks as the generators' random bits
-(:func:`~pace_nb.nn.gcn.dropout_bits_`, one 32-bit draw per 32 entries, 4x cheaper; other numbers).
+masks at p = ½ (the papers' value) are the per-model generators' random bits
+(:func:`~pace_nb.nn.gcn.dropout_bits_`, one 32-bit draw per 32 entries, ``TrainConfig.dropout_draw="auto"``);
+other rates, or ``dropout_draw="uniform"``, draw a uniform per entry (:func:`~pace_nb.nn.gcn.dropout_masks_`).
 The epochs run inside :func:`~pace_nb.core.memory.retained_heap`, so their large buffers are reused,
 not page-faulted in again every epoch.
 """
@@ -68,9 +68,9 @@ class TrainConfig:
     lr: float = param(0.01, Interval(float, 0.0, 10.0, closed="right"))
     weight_decay: float = param(5e-4, Interval(float, 0.0, 1.0))
     epochs: int = param(100, Interval(int, 1, 100_000))
-    dropout_draw: str = param("uniform", Options(("auto",) + DROPOUT_DRAWS),
-                              help="dropout masks: 'uniform' (one uniform per entry: the stored results' "
-                                   "generator), 'bits' (p = 1/2 from random bits, ~4x cheaper), 'auto' = bits at p = 1/2")
+    dropout_draw: str = param("auto", Options(("auto",) + DROPOUT_DRAWS),
+                              help="dropout masks: 'uniform' (one uniform per entry), 'bits' (p = 1/2 from "
+                                   "random bits, ~4x cheaper), 'auto' (the default) = bits at p = 1/2, else uniform")
 
     def __post_init__(self):
         validate_params(self)
@@ -254,7 +254,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
     padded layout (every client padded to the largest, or to ``pad_to``).
     ``dropout_draw``: overrides ``config.dropout_draw`` — ``"bits"`` (p = ½ only: the masks from the
     generators' random bits, :func:`~pace_nb.nn.gcn.dropout_bits_`), ``"uniform"`` (one uniform per
-    entry, :func:`~pace_nb.nn.gcn.dropout_masks_`) or ``"auto"`` (bits at p = ½).
+    entry, :func:`~pace_nb.nn.gcn.dropout_masks_`) or ``"auto"`` (bits at p = ½, the default).
     ``optimizer_state``: a dict kept by the caller across calls — Adam's moments and step count of
     model b are read from and written to ``optimizer_state[b]`` (a missing entry starts fresh), so
     e.g. the rounds of a federated run continue each client's Adam; None = a fresh Adam per call.

@@ -250,7 +250,7 @@ def test_recorded_validation_accuracy_is_the_forward_passes_accuracy_on_validati
 
 
 def test_bit_drawn_dropout_trains_and_does_not_depend_on_batching():
-    """Dropout draws: ``"uniform"`` is the default, ``"auto"`` is ``"bits"`` at p = ½ and ``"uniform"`` otherwise; bits are
+    """Dropout draws: ``"auto"`` (the default) is ``"bits"`` at p = ½ and ``"uniform"`` otherwise; bits are
     other masks than the uniform draw (other parameters), as independent of chunking as it, and a clear
     error for p other than ½ or an unknown name (in the config or the argument)."""
     from pace_nb.methods.protocol import federation
@@ -258,20 +258,21 @@ def test_bit_drawn_dropout_trains_and_does_not_depend_on_batching():
 
     fg = federation("demo", partition="louvain", num_clients=3, data_seed=0)
     cfg = TrainConfig(epochs=5)
-    assert cfg.dropout_draw == "uniform"
+    assert cfg.dropout_draw == "auto"
     init = stack_params([init_params(fg.num_features, fg.num_classes, cfg.hidden, 1) for _ in range(3)])
     args = (fg.clients, init, [7, 8, 9], [0, 1, 2], cfg)
     whole, _ = train_models(*args, dropout_draw="bits", device="cpu", progress=False)
     split, _ = train_models(*args, dropout_draw="bits", device="cpu", progress=False, max_batch=1)
-    auto, _ = train_models(*args, device="cpu", progress=False, dropout_draw="auto")
-    uniform, _ = train_models(*args, device="cpu", progress=False)
+    auto, _ = train_models(*args, device="cpu", progress=False)  # the default: bits at p = 1/2
+    uniform, _ = train_models(*args, device="cpu", progress=False, dropout_draw="uniform")
     from_config, _ = train_models(*args[:4], TrainConfig(epochs=5, dropout_draw="bits"), device="cpu", progress=False)
     assert all(torch.equal(whole[k], split[k]) and torch.equal(whole[k], auto[k]) for k in whole)
     assert all(torch.equal(whole[k], from_config[k]) for k in whole)
     assert not torch.equal(whole["conv1.weight"], uniform["conv1.weight"])
     p3 = TrainConfig(epochs=2, dropout=0.3)  # auto: uniform at p = 0.3, as an explicit "uniform"
-    a, _ = train_models(fg.clients, init, [7, 8, 9], [0, 1, 2], p3, dropout_draw="auto", device="cpu", progress=False)
-    u, _ = train_models(fg.clients, init, [7, 8, 9], [0, 1, 2], p3, device="cpu", progress=False)
+    a, _ = train_models(fg.clients, init, [7, 8, 9], [0, 1, 2], p3, device="cpu", progress=False)
+    u, _ = train_models(fg.clients, init, [7, 8, 9], [0, 1, 2], p3, dropout_draw="uniform", device="cpu",
+                        progress=False)
     assert all(torch.equal(a[k], u[k]) for k in a)
     with pytest.raises(ConfigError, match="dropout_draw"):
         train_models(*args, dropout_draw="philox", device="cpu", progress=False)
