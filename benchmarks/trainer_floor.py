@@ -35,7 +35,7 @@ seconds of this process (``time.process_time``; best of ``--repeat``): on a shar
 clock would count the neighbours.
 
     PACE_NB_DATA=... python3 benchmarks/trainer_floor.py [--dataset Cora] [--clients 10] [--repeat 3] [--before 39676ed]
-        [--bits]
+        [--uniform]
 """
 from __future__ import annotations
 
@@ -134,8 +134,9 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--before", default="39676ed", help="git revision of the old trainer ('' to skip; default %(default)s)")
-    ap.add_argument("--bits", action="store_true",
-                    help="also time the current trainer with dropout_draw='bits' (p = 1/2 masks from random bits)")
+    ap.add_argument("--uniform", action="store_true",
+                    help="also time the current trainer with dropout_draw='uniform' (a uniform per mask entry; "
+                         "the default draws the p = 1/2 masks from random bits)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     fg = build_federated(args.dataset, scheme=args.partition, num_clients=args.clients, seed=2024)
@@ -147,7 +148,7 @@ def main(argv=None) -> int:
         times = {}
         for _ in range(2):  # alternate old and new twice, keep each one's best
             runs = [("before " + args.before, old, {}), ("now", None, {})]
-            runs += [("now, bit dropout", None, {"dropout_draw": "bits"})] if args.bits else []
+            runs += [("now, uniform dropout", None, {"dropout_draw": "uniform"})] if args.uniform else []
             for label, mod, kw in runs:
                 if label.startswith("before") and mod is None:
                     continue

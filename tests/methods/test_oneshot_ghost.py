@@ -204,3 +204,23 @@ def test_bad_hyperparameter_is_a_clear_error():
         make_oneshot("ghost", visits=-1)
     with pytest.raises(ConfigError, match="unknown parameter"):
         make_oneshot("ghost", replay=True)
+
+
+def test_fgw_in_float32_is_the_float64_value_to_single_precision():
+    """The released code's float32 FGW (GHOST's default) against the float64 solve: the same
+    distance to single precision, a float32 gradient, and a clear error for other precisions."""
+    g = torch.Generator().manual_seed(5)
+    n, m = 30, 24
+    a = ghost.dense_adjacency(torch.randint(0, n, (2, 80), generator=g), n)
+    b = ghost.dense_adjacency(ghost.proxy_edges(torch.rand(m, 6, generator=g), 5), m)
+    xr, xp = torch.rand(n, 6, generator=g), torch.rand(m, 6, generator=g).requires_grad_(True)
+    v32 = ghost.fgw_loss(a, b, xr, xp, 0.5, torch.float32)
+    v64 = ghost.fgw_loss(a, b, xr, xp, 0.5, torch.float64)
+    assert v32.dtype == torch.float32
+    assert float(v32) == pytest.approx(float(v64), rel=1e-4)
+    v32.backward()
+    assert xp.grad is not None and torch.isfinite(xp.grad).all()
+    from pace_nb.core.errors import ConfigError
+    assert ghost.Ghost().cfg.fgw_dtype == "float32"
+    with pytest.raises(ConfigError, match="fgw_dtype"):
+        ghost.Ghost(fgw_dtype="float16")

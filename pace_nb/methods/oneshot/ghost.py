@@ -47,7 +47,10 @@ Adapted (and why):
 * the released generator is never switched to eval mode, so its dropout is also active when
   the server samples; kept. Dropout masks and noise come from seeded generators (determinism).
 * FGW: POT's ``ot.gromov.fused_gromov_wasserstein2`` (the released ``GW_utils`` wraps the same
-  POT solver); its gradient reaches the generated features through the feature cost ``M``.
+  POT solver, with its default iteration caps, as here); its gradient reaches the generated
+  features through the feature cost ``M``. It runs in float32 as the released code does (its
+  tensors are float32); ``fgw_dtype="float64"`` is the exact-arithmetic variant (stored GHOST
+  rows whose params lack ``fgw_dtype`` were computed with it).
 """
 from __future__ import annotations
 
@@ -57,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pace_nb.core.validation import Interval, param
+from pace_nb.core.validation import Interval, Options, param
 from pace_nb.methods.oneshot.base import (OneShotMethod, adam_steps, knn_graph, load_module, module_message,
                                           module_shapes)
 from pace_nb.methods.phases import PublicView
@@ -76,23 +79,28 @@ def feature_loss(pred: Tensor, real: Tensor, lambda_d: float) -> Tensor:
     return lambda_d * kl + 1.0 - F.cosine_similarity(pred, real, dim=-1).mean()
 
 
-def fgw_loss(a_real: Tensor, a_proxy: Tensor, x_real: Tensor, x_proxy: Tensor, alpha: float = 0.5) -> Tensor:
+def fgw_loss(a_real: Tensor, a_proxy: Tensor, x_real: Tensor, x_proxy: Tensor, alpha: float = 0.5,
+             dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> Tensor:
     """Fused Gromov–Wasserstein distance (square loss, uniform weights) between the graphs
     ``(a_real, x_real)`` and ``(a_proxy, x_proxy)``: ``min_T (1−α)⟨M, T⟩ + α Σ (A_ik − B_jl)² T_ij T_kl``
     with ``M_ij = ‖x_real_i − x_proxy_j‖²`` (released ``utils.gw_distance_loss``). Differentiable in
-    the features (envelope theorem) through POT's torch backend."""
+    the features (envelope theorem) through POT's torch backend. ``dtype``: the solver's precision
+    (float32 is what the released GHOST runs: its tensors are float32; POT's network simplex
+    solves each linearized problem in float64 either way). ``device``: where the solver's products run
+    (e.g. ``cuda``; default: the inputs' device); the value comes back on ``x_proxy``'s device."""
     import ot
 
     n, m = a_real.shape[0], a_proxy.shape[0]
     if n == 0 or m == 0:
         return x_proxy.sum() * 0.0
-    xr, xp = x_real.double(), x_proxy.double()
+    dev = x_proxy.device if device is None else torch.device(device)
+    xr, xp = x_real.to(dev, dtype), x_proxy.to(dev, dtype)
     M = torch.cdist(xr, xp) ** 2
-    p = torch.full((n,), 1.0 / n, dtype=torch.float64)
-    q = torch.full((m,), 1.0 / m, dtype=torch.float64)
-    val = ot.gromov.fused_gromov_wasserstein2(M, a_real.double(), a_proxy.double(), p, q, loss_fun="square_loss",
-                                              alpha=float(alpha))
-    return val.to(x_proxy.dtype)
+    p = torch.full((n,), 1.0 / n, dtype=dtype, device=dev)
+    q = torch.full((m,), 1.0 / m, dtype=dtype, device=dev)
+    val = ot.gromov.fused_gromov_wasserstein2(M, a_real.to(dev, dtype), a_proxy.to(dev, dtype), p, q,
+                                              loss_fun="square_loss", alpha=float(alpha))
+    return val.to(x_proxy.device, x_proxy.dtype)
 
 
 def balanced_labels(n: int, num_classes: int, rng: torch.Generator) -> Tensor:
@@ -202,6 +210,8 @@ class Ghost(OneShotMethod):
         lambda_d: float = param(0.05, Interval(float, 0.0, None))
         lambda_f: float = param(0.1, Interval(float, 0.0, None))         # lambda_f · f_scale
         fgw_alpha: float = param(0.5, Interval(float, 0.0, 1.0))
+        fgw_dtype: str = param("float32", Options(("float32", "float64")),
+                               help="FGW solver precision: float32 as the released code runs it")
         knn: int = param(5, Interval(int, 1, 1000))                  # top-k counting the node itself
         visits: int = param(3, Interval(int, 0, 10_000))               # M
         visit_steps: int = param(5, Interval(int, 0, 100_000))          # T_G
@@ -222,15 +232,16 @@ class Ghost(OneShotMethod):
             x = gen.sample(y_tr, rng)
             a_proxy = dense_adjacency(proxy_edges(x.detach(), cfg.knn), len(y_tr))
             return (feature_loss(x, x_tr, cfg.lambda_d)
-                    + cfg.lambda_f * fgw_loss(a_real, a_proxy, x_tr, x, cfg.fgw_alpha))
+                    + cfg.lambda_f * fgw_loss(a_real, a_proxy, x_tr, x, cfg.fgw_alpha, getattr(torch, cfg.fgw_dtype),
+                                             ctx.device))
 
         adam_steps(gen.parameters(), loss, cfg.gen_steps, cfg.gen_lr, cfg.gen_weight_decay)
         return {**module_message("generator", gen), "nodes": torch.tensor([float(client.num_nodes)])}
 
     def budget(self) -> str:
         c = self.cfg
-        return (f"released budget: {c.gen_steps} generator steps per client, each with exact FGW over its training "
-                f"nodes; server {c.visits} visits x {c.visit_steps} steps per client")
+        return (f"released budget: {c.gen_steps} generator steps per client, each with exact FGW ({c.fgw_dtype}) over "
+                f"its training nodes; server {c.visits} visits x {c.visit_steps} steps per client")
 
     def upload_shapes(self, num_features, num_classes, hidden=None):
         gen = self.generator(PublicView(num_features, num_classes, 0), 0)

@@ -142,7 +142,8 @@ class Oasis(OneShotMethod):
         def loss():
             xs = synth(y, rng)
             a_syn = dense_adjacency(L.synthetic_adjacency(xs, cfg.knn), len(y))
-            return feature_loss(xs, x, cfg.lambda_d) + cfg.lambda_f * fgw_loss(a_real, a_syn, x, xs, cfg.fgw_alpha)
+            return feature_loss(xs, x, cfg.lambda_d) + cfg.lambda_f * fgw_loss(a_real, a_syn, x, xs, cfg.fgw_alpha,
+                                                                                  device=ctx.device)
 
         self._adam(synth.parameters(), loss, cfg.synth_epochs)
         return synth
