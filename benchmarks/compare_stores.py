@@ -95,10 +95,14 @@ def compare_common(a_dir: Path, b_dir: Path, entries_out: Path | None = None) ->
     g = pooled.assign(a=acc_a, b=acc_b).groupby(keys, dropna=False).agg(a=("a", "mean"), b=("b", "mean"),
                                                                          sd=("a", "std"), n=("a", "size"))
     g["d"], g["se"] = (g["a"] - g["b"]).abs(), g["sd"] / g["n"] ** 0.5
-    moved = g[g["d"] > 0]
-    worst = (moved["d"] / moved["se"]).max() if len(moved) else 0.0
-    print(f"table entries (mean accuracy over seeds of a setting's pooled rows): {len(g)}; changed: {len(moved)}; "
-          f"largest change {g['d'].max():.3g} points = {worst:.2g} standard errors of our seed mean")
+    moved = g[g["d"] > 0].reset_index(drop=True)
+    z = moved["d"] / moved["se"].where(moved["se"] > 0)
+    big = int(moved["d"].to_numpy().argmax()) if len(moved) else None
+    far = int(z.fillna(-1.0).to_numpy().argmax()) if z.notna().any() else None
+    print(f"table entries (mean accuracy over seeds of a setting's pooled rows): {len(g)}; changed: {len(moved)}"
+          + (f"; largest change {moved['d'][big]:.3g} points (SE {moved['se'][big]:.2g})" if big is not None else "")
+          + (f"; farthest {z[far]:.2g} standard errors of our seed mean ({moved['d'][far]:.2g} points)"
+             if far is not None else ""))
     if entries_out is not None:
         entries_out.write_text(entry_report(g.reset_index(), a_dir, b_dir))
         print(f"wrote {entries_out}")
@@ -109,16 +113,28 @@ def entry_report(g: pd.DataFrame, a_dir: Path, b_dir: Path, top: int = 15) -> st
     """Markdown: how far each table entry (a setting's mean accuracy over its seeds) moved between the
     stores, in standard errors of the first store's seed mean (``sd / sqrt(n)``): the counts within
     1, 2 and 3 standard errors, per method, and the largest moves."""
+    from scipy.stats import norm
+
     g = g.copy()
     g["z"] = g["d"] / g["se"].where(g["se"] > 0)
+    # a pure redraw of the seeds' randomness: Δ is a difference of two independent seed means, sd √2·SE
+    redraw = [2 * norm.sf(t / 2 ** 0.5) for t in (0.0, 1.0, 2.0, 3.0)]
     bands = [("≤ 1 SE", g["z"] <= 1), ("1–2 SE", (g["z"] > 1) & (g["z"] <= 2)), ("2–3 SE", (g["z"] > 2) & (g["z"] <= 3)),
              ("> 3 SE", g["z"] > 3), ("no SE (one seed)", g["z"].isna())]
     out = [f"# Table entries moved: `{a_dir}` → `{b_dir}`", "",
            "An entry is a setting's mean accuracy (%) over its run seeds (pooled rows); its move |Δ| is divided by "
            "the standard error of the first store's seed mean (sd / √n).", "",
            f"{len(g)} entries; mean |Δ| {g['d'].mean():.2f} points; median {g['z'].median():.2f} SE.", "",
-           "| band | entries | share |", "|---|---|---|"]
-    out += [f"| {name} | {int(m.sum())} | {100 * m.mean():.1f} % |" for name, m in bands]
+           "Of the entries with an SE, the share in each band, beside the share a pure redraw of the seeds' "
+           "randomness would put there (normal noise: Δ is then the difference of two independent seed means, "
+           "sd √2 · SE, so the median is 0.95 SE).", "",
+           "| band | entries | share | share of those with an SE | redraw |", "|---|---|---|---|---|"]
+    with_se = int(g["z"].notna().sum())
+    for i, (name, m) in enumerate(bands):
+        exp = (redraw[i] - redraw[i + 1] if i < 3 else redraw[3]) if i < 4 else None
+        of_se = f"{100 * m.sum() / with_se:.1f} %" if exp is not None and with_se else "–"
+        out.append(f"| {name} | {int(m.sum())} | {100 * m.mean():.1f} % | {of_se} | "
+                   + (f"{100 * exp:.1f} %" if exp is not None else "–") + " |")
     method = "method" if "method" in g else "method_a"
     out += ["", "| method | entries | mean abs Δ (points) | median SE | largest SE |", "|---|---|---|---|---|"]
     for m, part in g.groupby(method, sort=True):
@@ -127,6 +143,11 @@ def entry_report(g: pd.DataFrame, a_dir: Path, b_dir: Path, top: int = 15) -> st
     out += ["", f"Largest {top} moves:", "", "| " + " | ".join(keys) + " | before | after | |Δ| | SE | |Δ|/SE |",
             "|" + "---|" * (len(keys) + 5)]
     for _, r in g.sort_values("z", ascending=False).head(top).iterrows():
+        out.append("| " + " | ".join(str(r[k]) for k in keys)
+                   + f" | {r['a']:.2f} | {r['b']:.2f} | {r['d']:.2f} | {r['se']:.2f} | {r['z']:.2f} |")
+    out += ["", f"Largest {top} moves in points:", "",
+            "| " + " | ".join(keys) + " | before | after | |Δ| | SE | |Δ|/SE |", "|" + "---|" * (len(keys) + 5)]
+    for _, r in g.sort_values("d", ascending=False).head(top).iterrows():
         out.append("| " + " | ".join(str(r[k]) for k in keys)
                    + f" | {r['a']:.2f} | {r['b']:.2f} | {r['d']:.2f} | {r['se']:.2f} | {r['z']:.2f} |")
     return "\n".join(out) + "\n"

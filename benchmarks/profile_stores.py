@@ -3,7 +3,7 @@
     python3 benchmarks/profile_stores.py BEFORE_STORE AFTER_STORE [--part 'SPEAR comparison'] [--out FILE]
 
 First, per shipped config (``configs/*.toml``): the cells each store holds and their summed wall time
-(the cells' manifests; a store's ``draws/`` folder counts too), before and after, and the total.
+(the cells' manifests; a store's ``draws/`` and ``evidence/`` folders count too), before and after, and the total.
 
 Per part of the papers (the PACE protocol's one-round methods, SPEAR's own cells, SPEAR's
 comparison), dataset and method: the mean seconds per run that the method's pooled rows record,
@@ -43,14 +43,15 @@ def profile(store_dir: str) -> pd.DataFrame:
 
 
 def config_times(store_dir: str, config_paths) -> pd.DataFrame:
-    """One row per (shipped config, cell of it that ``store_dir`` or its ``draws/`` holds): the cell's
+    """One row per (shipped config, cell of it that ``store_dir``, its ``draws/`` or ``evidence/`` holds): the cell's
     wall time from its manifest (cells matched by setting, as :func:`pace_nb.analysis.report.config_runs` does)."""
-    from pace_nb.analysis.report import _concat_cells, _draws_store, _store_cells, config_cells
+    from pace_nb.analysis.report import _concat_cells, _draws_store, _evidence_store, _store_cells, config_cells
     from pace_nb.experiments.store import ResultsStore
 
     store = ResultsStore.for_reading(store_dir, must_exist=True)
-    dstore = _draws_store(store)
-    cells = _concat_cells(_store_cells(store), _store_cells(dstore) if dstore is not None else None)
+    cells = _store_cells(store)
+    for sub in (_draws_store(store), _evidence_store(store)):
+        cells = _concat_cells(cells, _store_cells(sub) if sub is not None else None)
     keys = cells["setting_key"] if "setting_key" in cells else cells["key"]
     have = dict(zip(keys, cells["wall_seconds"], strict=True))
     return pd.DataFrame([{"config": name, "key": c["key"], "seconds": have[c["key"]]}

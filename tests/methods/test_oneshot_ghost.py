@@ -207,7 +207,7 @@ def test_bad_hyperparameter_is_a_clear_error():
 
 
 def test_fgw_in_float32_is_the_float64_value_to_single_precision():
-    """The released code's float32 FGW (GHOST's default) against the float64 solve: the same
+    """The released code's float32 FGW against the float64 solve (GHOST's default): the same
     distance to single precision, a float32 gradient, and a clear error for other precisions."""
     g = torch.Generator().manual_seed(5)
     n, m = 30, 24
@@ -221,6 +221,6 @@ def test_fgw_in_float32_is_the_float64_value_to_single_precision():
     v32.backward()
     assert xp.grad is not None and torch.isfinite(xp.grad).all()
     from pace_nb.core.errors import ConfigError
-    assert ghost.Ghost().cfg.fgw_dtype == "float32"
+    assert ghost.Ghost().cfg.fgw_dtype == "float64" and ghost.Ghost(fgw_dtype="float32").cfg.fgw_dtype == "float32"
     with pytest.raises(ConfigError, match="fgw_dtype"):
         ghost.Ghost(fgw_dtype="float16")
