@@ -313,6 +313,23 @@ class BatchedGraphs:
 SPARSE_DENSITY: float = 0.3
 
 
+def feature_nnz(x: Tensor) -> int:
+    """Non-zero entries of a feature matrix (a sparse one's stored entries)."""
+    return int(x._nnz()) if x.is_sparse else int((x != 0).sum())
+
+
+def sparse_enough(nnz: int, rows: int, num_features: int) -> bool:
+    """Whether ``nnz`` non-zeros over ``rows`` × ``num_features`` are below :data:`SPARSE_DENSITY`
+    (layer 1 then takes the sparse product: training, :func:`batch_graphs`, and evaluation)."""
+    return nnz < SPARSE_DENSITY * rows * num_features
+
+
+def to_csr(x: Tensor) -> Tensor:
+    """A dense or COO feature matrix [n, F] as sparse CSR (same entries, row-major order)."""
+    coo = (x if x.is_sparse else x.to_sparse()).coalesce()
+    return _block_diag_csr([coo], 0, 0, (int(coo.shape[0]), int(coo.shape[1])))
+
+
 def batch_graphs(xs: Sequence[Tensor], props: Sequence[Tensor], nmax: int | None = None, *,
                  sparse: bool | None = None, device="cpu") -> BatchedGraphs:
     """Lay out B graphs (features ``xs[b]`` [n_b, F], propagation ``props[b]`` sparse [n_b, n_b]).
@@ -323,8 +340,7 @@ def batch_graphs(xs: Sequence[Tensor], props: Sequence[Tensor], nmax: int | None
     nmax = max(sizes) if nmax is None else int(nmax)
     b, f = len(xs), int(xs[0].shape[1])
     if sparse is None:
-        nnz = sum(int(x._nnz()) if x.is_sparse else int((x != 0).sum()) for x in xs)
-        sparse = nnz < SPARSE_DENSITY * sum(sizes) * f
+        sparse = sparse_enough(sum(feature_nnz(x) for x in xs), sum(sizes), f)
     R = b * nmax
     pc, pt = _with_transposes(props)
     P, Pt = _block_diag_csr(pc, nmax, nmax, (R, R)), _block_diag_csr(pt, nmax, nmax, (R, R))

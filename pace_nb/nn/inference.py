@@ -6,7 +6,6 @@ A client's features and propagation matrix are built once while its tensors live
 """
 from __future__ import annotations
 
-import warnings
 import weakref
 from collections.abc import Sequence
 
@@ -15,7 +14,7 @@ from torch import Tensor
 
 from pace_nb.core.config import resolve_device
 from pace_nb.data.federation import ClientGraph
-from pace_nb.nn.gcn import SPARSE_DENSITY, Params, gcn_forward, propagation_matrix
+from pace_nb.nn.gcn import Params, feature_nnz, gcn_forward, propagation_matrix, sparse_enough, to_csr
 
 
 #: (id(x), id(edge_index), device) → (weakrefs to both, their versions, eval features, P); an entry
@@ -47,15 +46,7 @@ def eval_features(x: Tensor, device) -> Tensor:
     """``x`` as float32 on ``device``: sparse CSR below :data:`~pace_nb.nn.gcn.SPARSE_DENSITY`, else dense."""
     x = (x.to_dense() if x.is_sparse else x).to(torch.float32)
     n, f = x.shape
-    nz = x.nonzero()
-    if x.numel() == 0 or len(nz) >= SPARSE_DENSITY * n * f:
-        return x.to(device)
-    crow = torch.zeros(n + 1, dtype=torch.long)
-    crow[1:] = torch.bincount(nz[:, 0], minlength=n).cumsum(0)
-    with warnings.catch_warnings():  # "sparse CSR support is in beta": a UserWarning per process
-        warnings.simplefilter("ignore", UserWarning)
-        csr = torch.sparse_csr_tensor(crow, nz[:, 1].contiguous(), x[nz[:, 0], nz[:, 1]], (n, f), check_invariants=False)
-    return csr.to(device)
+    return (to_csr(x) if x.numel() and sparse_enough(feature_nnz(x), n, f) else x).to(device)
 
 
 @torch.no_grad()

@@ -21,13 +21,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.nn.gcn import (
-    SPARSE_DENSITY,
     Params,
     _block_diag_csr,
     all_ones,
     _SpMM,
     _with_transposes,
     effective_weight,
+    feature_nnz,
+    sparse_enough,
 )
 
 
@@ -75,8 +76,7 @@ def ragged_graphs(xs: Sequence[Tensor], props: Sequence[Tensor], *, sparse: bool
         offsets.append(offsets[-1] + n)
     b, f, rows = len(xs), int(xs[0].shape[1]), sum(sizes)
     if sparse is None:
-        nnz = sum(int(x._nnz()) if x.is_sparse else int((x != 0).sum()) for x in xs)
-        sparse = nnz < SPARSE_DENSITY * rows * f
+        sparse = sparse_enough(sum(feature_nnz(x) for x in xs), rows, f)
     dev = torch.device(device)
     pc, pt = _with_transposes(props)
     P, Pt = _block_diag_csr(pc, offsets, offsets, (rows, rows)), _block_diag_csr(pt, offsets, offsets, (rows, rows))

@@ -35,8 +35,8 @@ from pace_nb.core.errors import ConfigError
 from pace_nb.core.memory import retained_heap
 from pace_nb.core.validation import Interval, Options, check_seeds, declared, param, validate_params
 from pace_nb.data.federation import ClientGraph, FederatedGraph
-from pace_nb.nn.gcn import (SPARSE_DENSITY, Params, batch_graphs, batched_forward, dropout_bits_, dropout_masks_, init_params,
-                            propagation_matrix, stack_params)
+from pace_nb.nn.gcn import (Params, batch_graphs, batched_forward, dropout_bits_, dropout_masks_, feature_nnz, init_params,
+                            propagation_matrix, sparse_enough, stack_params)
 from pace_nb.nn.chunk import check_finite, mask_rows
 from pace_nb.nn.inference import batched_logits, client_hidden, client_logits  # noqa: F401  (re-exported)
 from pace_nb.nn.optim import AdamState, make_optimizer
@@ -120,7 +120,7 @@ def _feature_nnz(client: ClientGraph, memo: dict) -> int:
     """Non-zero feature count of one client, counted once per ``memo`` (a per-federation invariant)."""
     key = ("nnz", id(client))
     if key not in memo:
-        memo[key] = (int((client.x != 0).sum()), client)  # the client is held so its id stays unique
+        memo[key] = (feature_nnz(client.x), client)  # the client is held so its id stays unique
     return memo[key][0]
 
 
@@ -298,9 +298,9 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
     if size < 1:
         raise ConfigError(f"max_batch must be >= 1, got {max_batch}")
     if ("sparse", tuple(used)) not in memo:
-        nnz = sum(_feature_nnz(clients[k], memo) for k in used)
-        memo[("sparse", tuple(used))] = nnz < SPARSE_DENSITY * sum(clients[k].num_nodes for k in used) * \
-            int(clients[used[0]].x.shape[1])
+        memo[("sparse", tuple(used))] = sparse_enough(sum(_feature_nnz(clients[k], memo) for k in used),
+                                                      sum(clients[k].num_nodes for k in used),
+                                                      int(clients[used[0]].x.shape[1]))
     sparse = memo[("sparse", tuple(used))]
     out: list[Params] = []
     curves = []

@@ -8,6 +8,7 @@ from demo_graphs import SEED, demo_fg
 from synthetic import synthetic_clients
 from synthetic import batched_setup as _setup
 
+import pace_nb.nn.gcn as gcn
 import pace_nb.nn.training as training
 from pace_nb.methods.baselines import train_federated
 from pace_nb.nn.gcn import (
@@ -26,7 +27,7 @@ NOP = {"progress": False, "device": "cpu"}
 
 @pytest.fixture(params=["dense", "sparse"])
 def feature_path(request, monkeypatch):
-    monkeypatch.setattr(training, "SPARSE_DENSITY", 0.0 if request.param == "dense" else 1.1)
+    monkeypatch.setattr(gcn, "SPARSE_DENSITY", 0.0 if request.param == "dense" else 1.1)
     return request.param
 
 

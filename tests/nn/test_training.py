@@ -44,9 +44,9 @@ def _maxdiff(a, b):
 @pytest.fixture(params=["dense", "sparse"])
 def feature_path(request, monkeypatch):
     """Run a test on both layer-1 paths (dense bmm / block-diagonal sparse product)."""
-    import pace_nb.nn.training as training
+    import pace_nb.nn.gcn as gcn
 
-    monkeypatch.setattr(training, "SPARSE_DENSITY", 0.0 if request.param == "dense" else 1.1)
+    monkeypatch.setattr(gcn, "SPARSE_DENSITY", 0.0 if request.param == "dense" else 1.1)
     return request.param
 
 
