@@ -118,7 +118,8 @@ def entry_report(g: pd.DataFrame, a_dir: Path, b_dir: Path, top: int = 15) -> st
     g = g.copy()
     g["z"] = g["d"] / g["se"].where(g["se"] > 0)
     # a pure redraw of the seeds' randomness: Δ is a difference of two independent seed means, sd √2·SE
-    redraw = [2 * norm.sf(t / 2 ** 0.5) for t in (0.0, 1.0, 2.0, 3.0)]
+    tail = [2 * norm.sf(t / 2 ** 0.5) for t in (0.0, 1.0, 2.0, 3.0)]  # P(|Δ|/SE > t)
+    redraw = [tail[0] - tail[1], tail[1] - tail[2], tail[2] - tail[3], tail[3], None]  # per band below
     bands = [("≤ 1 SE", g["z"] <= 1), ("1–2 SE", (g["z"] > 1) & (g["z"] <= 2)), ("2–3 SE", (g["z"] > 2) & (g["z"] <= 3)),
              ("> 3 SE", g["z"] > 3), ("no SE (one seed)", g["z"].isna())]
     out = [f"# Table entries moved: `{a_dir}` → `{b_dir}`", "",
@@ -130,8 +131,7 @@ def entry_report(g: pd.DataFrame, a_dir: Path, b_dir: Path, top: int = 15) -> st
            "sd √2 · SE, so the median is 0.95 SE).", "",
            "| band | entries | share | share of those with an SE | redraw |", "|---|---|---|---|---|"]
     with_se = int(g["z"].notna().sum())
-    for i, (name, m) in enumerate(bands):
-        exp = (redraw[i] - redraw[i + 1] if i < 3 else redraw[3]) if i < 4 else None
+    for (name, m), exp in zip(bands, redraw, strict=True):
         of_se = f"{100 * m.sum() / with_se:.1f} %" if exp is not None and with_se else "–"
         out.append(f"| {name} | {int(m.sum())} | {100 * m.mean():.1f} % | {of_se} | "
                    + (f"{100 * exp:.1f} %" if exp is not None else "–") + " |")
@@ -140,16 +140,12 @@ def entry_report(g: pd.DataFrame, a_dir: Path, b_dir: Path, top: int = 15) -> st
     for m, part in g.groupby(method, sort=True):
         out.append(f"| {m} | {len(part)} | {part['d'].mean():.2f} | {part['z'].median():.2f} | {part['z'].max():.2f} |")
     keys = [c for c in g.columns if c not in ("a", "b", "sd", "n", "d", "se", "z")]
-    out += ["", f"Largest {top} moves:", "", "| " + " | ".join(keys) + " | before | after | |Δ| | SE | |Δ|/SE |",
-            "|" + "---|" * (len(keys) + 5)]
-    for _, r in g.sort_values("z", ascending=False).head(top).iterrows():
-        out.append("| " + " | ".join(str(r[k]) for k in keys)
-                   + f" | {r['a']:.2f} | {r['b']:.2f} | {r['d']:.2f} | {r['se']:.2f} | {r['z']:.2f} |")
-    out += ["", f"Largest {top} moves in points:", "",
-            "| " + " | ".join(keys) + " | before | after | |Δ| | SE | |Δ|/SE |", "|" + "---|" * (len(keys) + 5)]
-    for _, r in g.sort_values("d", ascending=False).head(top).iterrows():
-        out.append("| " + " | ".join(str(r[k]) for k in keys)
-                   + f" | {r['a']:.2f} | {r['b']:.2f} | {r['d']:.2f} | {r['se']:.2f} | {r['z']:.2f} |")
+    for title, column in ((f"Largest {top} moves:", "z"), (f"Largest {top} moves in points:", "d")):
+        out += ["", title, "", "| " + " | ".join(keys) + " | before | after | |Δ| | SE | |Δ|/SE |",
+                "|" + "---|" * (len(keys) + 5)]
+        for _, r in g.sort_values(column, ascending=False).head(top).iterrows():
+            out.append("| " + " | ".join(str(r[k]) for k in keys)
+                       + f" | {r['a']:.2f} | {r['b']:.2f} | {r['d']:.2f} | {r['se']:.2f} | {r['z']:.2f} |")
     return "\n".join(out) + "\n"
 
 
