@@ -94,6 +94,14 @@ class TrainStep:
     epoch: int
     pre_hidden: list[Tensor] | None = None  # per model: pre-ReLU layer-1 output (FedRCL's feature)
 
+    def by_client(self) -> list[tuple[int, list[int]]]:
+        """The chunk's models grouped by client, ``[(client, positions in this step), ...]`` in first-seen
+        order — models of one client share its graph and labels, so a loss can stack them ([S, n, d])."""
+        groups: dict[int, list[int]] = {}
+        for i, k in enumerate(self.clients):
+            groups.setdefault(int(k), []).append(i)
+        return list(groups.items())
+
 
 def _check_inputs(clients, init: Params, model_seeds, client_of, config: TrainConfig) -> int:
     if not clients:
@@ -170,6 +178,15 @@ def _layout(clients, props, client_of, nmax: int | None, sparse: bool, device, l
     return g, offsets
 
 
+def _per_model(t: Tensor, sizes: list[int], nmax: int | None) -> list[Tensor]:
+    """Each model's own rows of a chunk's row tensor — by ``split`` (ragged) or ``unbind`` (padded), whose
+    backward joins the pieces' gradients once; a slice per model would zero-fill a gradient the size of
+    the whole chunk for every model it touches."""
+    if nmax is None:
+        return list(t.split(sizes))
+    return [p[:n] for p, n in zip(t.view(len(sizes), nmax, -1).unbind(0), sizes, strict=True)]
+
+
 def _train_chunk(clients, props, init: Params, seeds, client_of, models, config: TrainConfig, extra_loss,
                  device: torch.device, show: bool, nmax: int | None, sparse: bool, record: bool, optimizer=None,
                  layouts: dict | None = None, state: AdamState | None = None, ids=None, dropout_draw: str = "uniform"):
@@ -209,9 +226,8 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
         ce = F.cross_entropy(zt, tr_y, reduction="none")
         loss = (ce * tr_w).sum()
         if extra_loss is not None:
-            seg = [slice(o, o + n) for o, n in zip(offsets, sizes, strict=True)]
-            step = TrainStep(params, [h[r] for r in seg], [z[r] for r in seg], list(models), list(client_of), epoch,
-                             [pre[r] for r in seg])
+            step = TrainStep(params, _per_model(h, sizes, nmax), _per_model(z, sizes, nmax), list(models),
+                             list(client_of), epoch, _per_model(pre, sizes, nmax))
             loss = loss + extra_loss(step)
         with torch.no_grad():  # on-device flag: no host sync per epoch
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), epoch, first_bad)
