@@ -308,6 +308,44 @@ def test_rcl_loss_by_hand():
     assert math.isfinite(float(lone))
 
 
+def _dense_rcl(feat, y, tau, threshold, topk_neg, relax_weight):
+    """FedRCL's loss written densely (masked n × n similarities, autograd through min/top-k)."""
+    n = feat.shape[0]
+    f = torch.nn.functional.normalize(feat, dim=1)
+    s = f @ f.t()
+    same = y.view(-1, 1) == y.view(1, -1)
+    eye = torch.eye(n, dtype=torch.bool)
+    pos = s.masked_fill(~same, float("inf")).min(dim=1, keepdim=True).values
+    neg = s.masked_fill(same, float("-inf")).topk(min(topk_neg, n), dim=1).values
+    scl = torch.logsumexp(torch.cat([pos, neg], 1) / tau, dim=1) - pos.squeeze(1) / tau
+    q = s.masked_fill(~same | eye, float("inf")).min(dim=1, keepdim=True).values
+    q = torch.where(torch.isinf(q) | (q < threshold), torch.full_like(q, -1.0), q)
+    d = torch.diagonal(s).unsqueeze(1)
+    relax = torch.logsumexp(torch.cat([d, q], 1) / tau, dim=1) - d.squeeze(1) / tau
+    return scl.mean() + relax_weight * relax.mean()
+
+
+@pytest.mark.parametrize("threshold,topk", [(0.7, 2), (-0.2, 3), (0.1, 40)])
+def test_rcl_loss_equals_the_dense_formulation_batched(threshold, topk):
+    """Value and gradient of the selected-pair loss equal the dense masked formulation, per model of a
+    stacked [S, n, d] batch (a singleton class, a class of two, missing negatives when k > n − 1)."""
+    g = torch.Generator().manual_seed(3)
+    y = torch.tensor([0, 0, 1, 1, 1, 2, 3, 3, 0, 1, 1, 0, 3, 0])
+    feat = torch.randn(3, len(y), 5, generator=g) + 0.8 * torch.randn(4, 5, generator=g)[y]
+    feat[:, 8], feat[:, 11] = feat[:, 1], 2 * feat[:, 1]  # exact ties among class 0: the first index wins, as dense
+    a = feat.clone().requires_grad_(True)
+    out = rcl_loss(a, y, 0.3, threshold, topk, 0.6)
+    assert out.shape == (3,)
+    out.sum().backward()
+    for s in range(3):
+        b = feat[s].clone().requires_grad_(True)
+        ref = _dense_rcl(b, y, 0.3, threshold, topk, 0.6)
+        ref.backward()
+        assert float(out[s].detach()) == pytest.approx(float(ref.detach()), rel=1e-5)
+        torch.testing.assert_close(a.grad[s], b.grad, rtol=1e-4, atol=1e-6)
+    assert float(rcl_loss(feat[0, :0], y[:0])) == 0.0  # no training nodes: no loss
+
+
 def test_fedaux_factorized_kernel_matches_dense_and_weights_use_aux(fg):
     from pace_nb.methods.baselines.fedaux import kernel_smooth
 
@@ -317,6 +355,18 @@ def test_fedaux_factorized_kernel_matches_dense_and_weights_use_aux(fg):
         s = F.cosine_similarity(h, a.unsqueeze(0), dim=-1)
         k = torch.exp(-(s[:, None] - s[None, :]) ** 2 / sigma**2)
         torch.testing.assert_close(kernel_smooth(h, a, sigma), k @ h / k.sum(1, keepdim=True), rtol=1e-5, atol=1e-5)
+    from pace_nb.methods.baselines.fedaux import kernel_features, taylor_order
+
+    grid = torch.linspace(-1, 1, 201, dtype=torch.float64)  # the truncation alone, in float64
+    for sigma in (0.5, 1.0, 3.0):
+        phi = kernel_features(grid, sigma, taylor_order(sigma))
+        dense = torch.exp(-(grid[:, None] - grid[None, :]) ** 2 / sigma**2)
+        assert float(((phi @ phi.T - dense) / dense).abs().max()) <= 2.0**-23
+        short = kernel_features(grid, sigma, taylor_order(sigma) - 2)  # and the order is not larger than needed
+        assert float(((short @ short.T - dense) / dense).abs().max()) > 2.0**-24
+    hs, as_ = torch.randn(3, 40, 6, generator=g).relu(), torch.randn(3, 6, generator=g)  # a stack of 3 models
+    for s_ in range(3):
+        torch.testing.assert_close(kernel_smooth(hs, as_)[s_], kernel_smooth(hs[s_], as_[s_]), rtol=1e-5, atol=1e-6)
     ctx = _ctx(fg)
     m = make_method("fedaux1r", similarity="aux", head="aux")
     start = m.start_models(ctx, ctx.start)

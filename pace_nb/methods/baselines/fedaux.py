@@ -17,8 +17,9 @@ Server (released): ``S_ij = exp(10 · cos(θ_i, θ_j))`` over **all** shared par
 auxiliary vector included (``similarity="params"``; ``"aux"`` compares ``a`` only),
 row-normalized; receiver i gets ``Σ_j S_ij θ_j``.
 The kernel smoothing is computed exactly-in-float with a rank-(M+1) Taylor factorization of
-``exp(2 s_v s_u / σ²)`` (no dense n × n kernel). FedAux-1R = one round: 100 local epochs from
-W0 (+ a₀), one upload, the first personalized aggregate, no post-return training.
+``exp(2 s_v s_u / σ²)`` (no dense n × n kernel; M the smallest order below float32 resolution).
+FedAux-1R = one round: 100 local epochs from W0 (+ a₀), one upload, the first personalized
+aggregate, no post-return training.
 Defaults: σ = 1 (FedAux's parser), scale 10.
 """
 from __future__ import annotations
@@ -45,25 +46,47 @@ HEADS = ("concat", "aux")
 SIMILARITIES = ("params", "aux")
 
 
+def taylor_order(sigma: float) -> int:
+    """Smallest Taylor order M whose remainder bound ``(2/σ²)^{M+1}/(M+1)!`` on ``exp(2 s_v s_u/σ²)``
+    (|s| ≤ 1) is below float32's resolution ``2⁻²⁴`` of that factor's smallest value ``exp(−2/σ²)``
+    (σ = 1: M = 15)."""
+    x, term, m = 2.0 / sigma**2, 1.0, 0
+    while True:
+        term *= x / (m + 1)  # (2/σ²)^{m+1}/(m+1)!
+        if term <= 2.0**-24 * math.exp(-x):
+            return m
+        m += 1
+
+
 def kernel_features(s: Tensor, sigma: float, order: int = 24) -> Tensor:
-    """``φ(s) [n, M+1]`` with ``φ(s_v)·φ(s_u) = exp(−(s_v − s_u)²/σ²)`` up to the Taylor remainder
-    of ``exp(2 s_v s_u / σ²)`` (|s| ≤ 1: remainder ≤ (2/σ²)^{M+1}/(M+1)!)."""
-    m = torch.arange(order + 1, dtype=s.dtype, device=s.device)
-    log_fact = torch.lgamma(m + 1)
-    t = (math.sqrt(2.0) / sigma) * s.unsqueeze(1)
-    base = torch.exp(-(s * s) / sigma**2).unsqueeze(1)
-    return base * t.pow(m) * torch.exp(-0.5 * log_fact)
+    """``φ(s) [..., n, M+1]``, ``φ_m(s) = exp(−s²/σ²) (√2 s/σ)^m / √(m!)``, so that
+    ``φ(s_v)·φ(s_u) = exp(−(s_v − s_u)²/σ²)`` up to the Taylor remainder of ``exp(2 s_v s_u / σ²)``
+    (|s| ≤ 1: remainder ≤ (2/σ²)^{M+1}/(M+1)!); the powers as one running product over m."""
+    m = torch.arange(1, order + 1, dtype=s.dtype, device=s.device)
+    step = ((math.sqrt(2.0) / sigma) * s).unsqueeze(-1) / m.sqrt()  # φ_m / φ_{m-1}
+    base = torch.exp(-(s * s) / sigma**2).unsqueeze(-1)
+    return torch.cat([base, step], -1).cumprod(-1)
 
 
 def kernel_smooth(h: Tensor, a: Tensor, sigma: float = 1.0, order: int | None = None) -> Tensor:
     """FedAux's kernel aggregation ``z = κ h / κ 1`` with ``κ_vu = exp(−(s_v − s_u)²/σ²)``,
-    ``s = cos(h, a)`` — factorized, O(n · M · d)."""
-    s = F.cosine_similarity(h, F.normalize(a, dim=0).unsqueeze(0), dim=-1)
-    order = order if order is not None else max(24, int(math.ceil(12.0 / sigma**2)))
-    phi = kernel_features(s, sigma, order)
-    num = phi @ (phi.t() @ h)
-    den = phi @ phi.sum(0)
-    return num / den.unsqueeze(1)
+    ``s = cos(h, a)`` — factorized, O(n · M · d) (``order`` None: :func:`taylor_order`). ``h`` [..., n, d],
+    ``a`` [..., d] (leading dims: models, each smoothed over its own n rows)."""
+    s = F.cosine_similarity(h, F.normalize(a, dim=-1).unsqueeze(-2), dim=-1)
+    phi = kernel_features(s, sigma, taylor_order(sigma) if order is None else order)
+    weights = phi / (phi @ phi.sum(-2).unsqueeze(-1))  # row v: φ(s_v) / Σ_u κ_vu
+    return weights @ (phi.transpose(-1, -2) @ h)
+
+
+def _propagate(P: Tensor, t: Tensor) -> Tensor:
+    """``P t_s`` for every model s of a stack ``t`` [S, n, c] (one sparse product over [n, S·c])."""
+    n_s, n, c = t.shape
+    return torch.sparse.mm(P, t.transpose(0, 1).reshape(n, n_s * c)).view(n, n_s, c).transpose(0, 1)
+
+
+def _summed_ce(logits: Tensor, y: Tensor) -> Tensor:
+    """Σ_s of each model's mean CE over its rows (``logits`` [S, m, C], ``y`` the S models' labels, [S·m])."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y, reduction="sum") / max(logits.shape[1], 1)
 
 
 @register
@@ -111,22 +134,23 @@ class FedAux(FederatedMethod):
         ctx.state["P"] = [propagation_matrix(c.edge_index, c.num_nodes) for c in ctx.fg.clients]
 
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor:
-        total: Any = 0.0  # a tensor after the first model
-        for i, k in enumerate(step.clients):
+        total: Any = 0.0  # a tensor after the first client
+        for k, pos in step.by_client():  # the S models of one client share its graph: stacked [S, n, ·]
             c = ctx.fg.clients[k]
-            h = step.hidden[i]
+            h = torch.stack([step.hidden[i] for i in pos])
             dev = h.device
-            z = kernel_smooth(h, step.params[AUX_KEY][i], self.cfg.sigma)
+            z = kernel_smooth(h, step.params[AUX_KEY][pos], self.cfg.sigma)
             P = ctx.state["P"][k].to(dev)
             tm = c.train_mask.to(dev)
-            y = c.y.to(dev)[tm]
+            y = c.y.to(dev)[tm].repeat(len(pos))
             if self.cfg.head == "concat":  # CE of P(h W_h + z W_z) + b replaces the trainer's CE of P(h W_h) + b
-                full = step.logits[i] + torch.sparse.mm(P, z @ step.params[ZW_KEY][i].t())
-                total = total + F.cross_entropy(full[tm], y) - F.cross_entropy(step.logits[i][tm], y)
+                logits = torch.stack([step.logits[i][tm] for i in pos])
+                extra = _propagate(P, z @ step.params[ZW_KEY][pos].transpose(1, 2))[:, tm]
+                total = total + _summed_ce(logits + extra, y) - _summed_ce(logits, y)
             else:
-                w2 = effective_weight({n: v[i] for n, v in step.params.items()}, 2)
-                out = torch.sparse.mm(P, z @ w2.t()) + step.params["conv2.bias"][i]
-                total = total + self.cfg.aux_weight * F.cross_entropy(out[tm], y)
+                w2 = effective_weight({n: v[pos] for n, v in step.params.items()}, 2)
+                out = _propagate(P, z @ w2.transpose(1, 2)) + step.params["conv2.bias"][pos].unsqueeze(1)
+                total = total + self.cfg.aux_weight * _summed_ce(out[:, tm], y)
         return total
 
     @torch.no_grad()

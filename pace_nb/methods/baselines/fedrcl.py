@@ -44,23 +44,45 @@ from pace_nb.methods.metrics import predicted_class_entropy
 
 def rcl_loss(feat: Tensor, y: Tensor, tau: float = 0.05, threshold: float = 0.7, topk_neg: int = 2,
              relax_weight: float = 1.0) -> Tensor:
-    """Released FedRCL loss of features ``[n, d]`` with labels ``[n]``: mean over anchors of the
-    top-k supervised term plus ``relax_weight`` × the thresholded relaxation term (module doc)."""
-    n = feat.shape[0]
+    """Released FedRCL loss of features ``[..., n, d]`` (leading dims: models sharing the labels ``[n]``)
+    — the mean over anchors of the top-k supervised term plus ``relax_weight`` × the thresholded
+    relaxation term (module doc); shape ``feat.shape[:-2]``.
+
+    The similarities are compared without autograd and only the selected pairs (hardest positive,
+    top-k negatives, least-similar other) are recomputed as row dot products with gradient: the
+    value and gradient of a min/top-k are those of the entries it selects, so the loss and its
+    gradient are the dense formulation's at O(n·d) autograd memory instead of O(n²)."""
+    n = feat.shape[-2]
     if n == 0:
-        return feat.sum() * 0.0
-    f = F.normalize(feat, dim=1)
-    s = f @ f.t()
-    same = y.view(-1, 1) == y.view(1, -1)
-    eye = torch.eye(n, dtype=torch.bool, device=feat.device)
-    pos = s.masked_fill(~same, float("inf")).min(dim=1, keepdim=True).values
-    neg = s.masked_fill(same, float("-inf")).topk(min(int(topk_neg), n), dim=1).values
-    scl = torch.logsumexp(torch.cat([pos, neg], 1) / tau, dim=1) - pos.squeeze(1) / tau
-    q = s.masked_fill(~same | eye, float("inf")).min(dim=1, keepdim=True).values
-    q = torch.where(torch.isinf(q) | (q < threshold), torch.full_like(q, -1.0), q)
-    self_sim = torch.diagonal(s).unsqueeze(1)
-    relax = torch.logsumexp(torch.cat([self_sim, q], 1) / tau, dim=1) - self_sim.squeeze(1) / tau
-    return scl.mean() + relax_weight * relax.mean()
+        return feat.sum((-2, -1)) * 0.0
+    f = F.normalize(feat, dim=-1)
+    with torch.no_grad():
+        s = f @ f.transpose(-1, -2)
+        same = y.view(-1, 1) == y.view(1, -1)
+        others = same & ~torch.eye(n, dtype=torch.bool, device=feat.device)
+        neg_val, neg_idx = s.masked_fill(same, float("-inf")).topk(min(int(topk_neg), n), dim=-1)
+        q_val, q_idx = s.masked_fill(~others, float("inf")).min(dim=-1)
+        keep_q = torch.isfinite(q_val) & (q_val >= threshold)
+        # the hardest positive (self included) is the first index of min(s_ii, q_i): self, q's index, or on a tie the lower one
+        d = torch.diagonal(s, dim1=-2, dim2=-1)
+        me = torch.arange(n, device=feat.device).expand_as(q_idx)
+        pos_idx = torch.where(q_val < d, q_idx, torch.where(q_val == d, torch.minimum(q_idx, me), me))
+
+    def dots(idx: Tensor) -> Tensor:  # f_i · f_idx[i] (idx [..., n] or [..., n, k])
+        wide = idx.dim() > f.dim() - 1
+        flat = idx.flatten(-2) if wide else idx
+        picked = torch.gather(f, -2, flat.unsqueeze(-1).expand(*flat.shape, f.shape[-1]))
+        if wide:
+            return (f.unsqueeze(-2) * picked.view(*idx.shape, f.shape[-1])).sum(-1)
+        return (f * picked).sum(-1)
+
+    pos = dots(pos_idx)
+    neg = torch.where(torch.isinf(neg_val), neg_val, dots(neg_idx))  # a missing negative drops out
+    scl = torch.logsumexp(torch.cat([pos.unsqueeze(-1), neg], -1) / tau, dim=-1) - pos / tau
+    self_sim = (f * f).sum(-1)
+    q = torch.where(keep_q, dots(q_idx), torch.full_like(self_sim, -1.0))
+    relax = torch.logsumexp(torch.stack([self_sim, q], -1) / tau, dim=-1) - self_sim / tau
+    return scl.mean(-1) + relax_weight * relax.mean(-1)
 
 
 @register
@@ -87,14 +109,15 @@ class FedRCL(FedAvg):
         return self.cfg.weight == 0
 
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor:
-        total: Any = 0.0  # a tensor after the first model
-        for i, k in enumerate(step.clients):
+        assert step.pre_hidden is not None, "FedRCL asks the trainer for pre-ReLU features"
+        total: Any = 0.0  # a tensor after the first client
+        for k, pos in step.by_client():  # the models of one client share its labels: one batched loss
             c = ctx.fg.clients[k]
-            assert step.pre_hidden is not None, "FedRCL asks the trainer for pre-ReLU features"
-            feat = step.pre_hidden[i]
-            tm = c.train_mask.to(feat.device)
-            total = total + rcl_loss(feat[tm], c.y.to(feat.device)[tm], self.cfg.tau, self.cfg.threshold,
-                                     self.cfg.topk_neg, self.cfg.relax_weight)
+            dev = step.pre_hidden[pos[0]].device
+            tm = c.train_mask.to(dev)
+            feat = torch.stack([step.pre_hidden[i][tm] for i in pos])
+            total = total + rcl_loss(feat, c.y.to(dev)[tm], self.cfg.tau, self.cfg.threshold, self.cfg.topk_neg,
+                                     self.cfg.relax_weight).sum()
         return self.cfg.weight * total
 
     @torch.no_grad()
