@@ -91,6 +91,17 @@ def test_ragged_agrees_with_padded_path(feature_path):
         train_models(clients, init, seeds, client_of, TrainConfig(hidden=16, epochs=1),
                      extra_loss=lambda s, t=tag: spy(s, t), ragged=rg, **NOP)
     assert seen["r"] == seen["p"] and seen["r"][0][:3] == [(30, 16), (70, 16), (12, 16)]
+    # and its gradients reach each model's own rows alike in both layouts (a loss on every per-model tensor)
+    def rows_loss(step):
+        return sum(0.1 * (h * h).mean() + 0.2 * z.logsumexp(1).mean() + 0.05 * p.abs().mean()
+                   for h, z, p in zip(step.hidden, step.logits, step.pre_hidden, strict=True))
+
+    trained = {rg: train_models(clients, init, seeds, client_of, TrainConfig(hidden=16, epochs=20), extra_loss=rows_loss,
+                                ragged=rg, **NOP)[0] for rg in (True, False)}
+    plain, _ = train_models(clients, init, seeds, client_of, TrainConfig(hidden=16, epochs=20), **NOP)
+    for n in trained[True]:
+        torch.testing.assert_close(trained[True][n], trained[False][n], rtol=0, atol=1e-5)
+    assert max(float((trained[True][n] - plain[n]).abs().max()) for n in plain) > 1e-3  # the loss did act
 
 
 def test_federated_ragged_agrees_with_padded():
