@@ -198,7 +198,8 @@ class FederatedMethod(Method):
 
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor | None:
         """Extra loss terms of the local objective, SUMMED over the step's models (the trainer
-        sums per-model CE, so each model keeps its solo gradient)."""
+        sums per-model CE, so each model keeps its solo gradient); ``step.by_client()`` groups a
+        client's models (one graph, one label set) for one stacked [S, n, d] loss (FedRCL, FedAux)."""
         return None
 
     def upload(self, ctx: FedContext, trained: Params) -> dict[str, Any]:
