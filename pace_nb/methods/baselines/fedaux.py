@@ -58,7 +58,7 @@ def taylor_order(sigma: float) -> int:
         m += 1
 
 
-def kernel_features(s: Tensor, sigma: float, order: int = 24) -> Tensor:
+def kernel_features(s: Tensor, sigma: float, order: int) -> Tensor:
     """``φ(s) [..., n, M+1]``, ``φ_m(s) = exp(−s²/σ²) (√2 s/σ)^m / √(m!)``, so that
     ``φ(s_v)·φ(s_u) = exp(−(s_v − s_u)²/σ²)`` up to the Taylor remainder of ``exp(2 s_v s_u / σ²)``
     (|s| ≤ 1: remainder ≤ (2/σ²)^{M+1}/(M+1)!); the powers as one running product over m."""
