@@ -1,17 +1,60 @@
-"""Per-chunk helpers of the batched trainer (:mod:`pace_nb.nn.training`): the rows of a mask of every
-model of a chunk, and the divergence check after training."""
+"""Per-chunk helpers of the batched trainer (:mod:`pace_nb.nn.training`): a chunk's layout (and the
+layouts memo shared by consecutive trainings on one federation), the rows of a mask of every model of a
+chunk, and the divergence check after training."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from pace_nb.core.errors import NumericalError
-from pace_nb.nn.gcn import Params
+from pace_nb.nn.gcn import Params, batch_graphs
+from pace_nb.nn.ragged import RaggedGraphs, ragged_graphs
 
 if TYPE_CHECKING:  # the trainer imports this module
+    from pace_nb.data.federation import ClientGraph
     from pace_nb.nn.training import TrainConfig
+
+
+def chunk_layout(clients, props, client_of, nmax: int | None, sparse: bool, device, layouts: dict | None):
+    """The chunk's batched graphs — ragged (``nmax`` None) or padded to ``nmax`` — and each model's row
+    offset; with ``layouts`` built once and reused while the chunk's clients are the same."""
+    key = ("layout", tuple(client_of), nmax, sparse, str(device))
+    g = layouts.get(key) if layouts is not None else None
+    if g is None:
+        xs, ps = [clients[k].x for k in client_of], [props[k] for k in client_of]
+        g = (ragged_graphs(xs, ps, sparse=sparse, device=device) if nmax is None
+             else batch_graphs(xs, ps, nmax, sparse=sparse, device=device))
+        if layouts is not None:
+            for stale in [k for k in layouts if k[0] == "layout"]:  # one layout held at a time
+                del layouts[stale]
+            layouts[key] = g
+    offsets = g.offsets if isinstance(g, RaggedGraphs) else [i * g.nmax for i in range(len(client_of))]
+    return g, offsets
+
+
+#: The layouts memo of the clients trained on last: a cell's Local models and its retraining controls
+#: train on the same clients, so their propagation matrices and chunk layouts are built once. One set
+#: of clients is held at a time, by reference (their identity is the key; clients are read-only).
+_SHARED_LAYOUTS: list[tuple[tuple, dict]] = []
+
+
+def shared_layouts(clients: Sequence[ClientGraph]) -> dict:
+    """The layouts memo :func:`train_models` uses when its caller passes none (see ``_SHARED_LAYOUTS``)."""
+    key = tuple(clients)
+    if _SHARED_LAYOUTS:
+        held, memo = _SHARED_LAYOUTS[0]
+        if len(held) == len(key) and all(a is b for a, b in zip(held, key, strict=True)):
+            return memo
+    _SHARED_LAYOUTS[:] = [(key, {})]
+    return _SHARED_LAYOUTS[0][1]
+
+
+def clear_shared_layouts() -> None:
+    """Drop the held layouts (their memory comes back)."""
+    _SHARED_LAYOUTS.clear()
 
 
 def mask_rows(clients, client_of, offsets, mask: str, device) -> tuple[Tensor, Tensor, Tensor, Tensor]:

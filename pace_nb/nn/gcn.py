@@ -308,9 +308,11 @@ class BatchedGraphs:
 
 
 #: Feature density below which layer 1 (training and evaluation) uses the sparse product of the features.
-#: Single-threaded, 10 clients x 5 seeds, the sparse product is faster well above 0.1: PubMed (density 0.11)
-#: 251 -> 106 ms per epoch, Computers (0.22) 268 -> 228 (``benchmarks/bench_training.py``).
-SPARSE_DENSITY: float = 0.3
+#: Single-threaded, 10 clients x 5 seeds, the sparse product is faster well above 0.1: PubMed (density 0.10)
+#: 251 -> 106 ms per epoch; Computers (binary, density 0.35) trains its 50 Local models in 26.2 s dense and
+#: 17.5 s sparse (Dirichlet, beta = 0.5), so the crossover, with the sparse cost linear in the non-zeros,
+#: sits near 0.5 (``benchmarks/bench_sparse_threshold.py``).
+SPARSE_DENSITY: float = 0.5
 
 
 def feature_nnz(x: Tensor) -> int:

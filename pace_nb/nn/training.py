@@ -35,12 +35,12 @@ from pace_nb.core.errors import ConfigError
 from pace_nb.core.memory import retained_heap
 from pace_nb.core.validation import Interval, Options, check_seeds, declared, param, validate_params
 from pace_nb.data.federation import ClientGraph, FederatedGraph
-from pace_nb.nn.gcn import (Params, batch_graphs, batched_forward, dropout_bits_, dropout_masks_, feature_nnz, init_params,
+from pace_nb.nn.gcn import (Params, batched_forward, dropout_bits_, dropout_masks_, feature_nnz, init_params,
                             propagation_matrix, sparse_enough, stack_params)
-from pace_nb.nn.chunk import check_finite, mask_rows
+from pace_nb.nn.chunk import check_finite, chunk_layout, clear_shared_layouts, mask_rows, shared_layouts  # noqa: F401  (re-exported)
 from pace_nb.nn.inference import batched_logits, client_hidden, client_logits  # noqa: F401  (re-exported)
 from pace_nb.nn.optim import AdamState, make_optimizer
-from pace_nb.nn.ragged import RaggedGraphs, ragged_forward, ragged_graphs
+from pace_nb.nn.ragged import ragged_forward
 
 
 #: How the trainer draws dropout masks (:attr:`TrainConfig.dropout_draw`, :func:`train_models`'s ``dropout_draw``).
@@ -161,23 +161,6 @@ def _auto_batch(clients, client_of, init: Params, config: TrainConfig, device: t
     return max(1, int(0.4 * free // max(per, 1)))
 
 
-def _layout(clients, props, client_of, nmax: int | None, sparse: bool, device, layouts: dict | None):
-    """The chunk's batched graphs — ragged (``nmax`` None) or padded to ``nmax`` — and each model's row
-    offset; with ``layouts`` built once and reused while the chunk's clients are the same."""
-    key = ("layout", tuple(client_of), nmax, sparse, str(device))
-    g = layouts.get(key) if layouts is not None else None
-    if g is None:
-        xs, ps = [clients[k].x for k in client_of], [props[k] for k in client_of]
-        g = (ragged_graphs(xs, ps, sparse=sparse, device=device) if nmax is None
-             else batch_graphs(xs, ps, nmax, sparse=sparse, device=device))
-        if layouts is not None:
-            for stale in [k for k in layouts if k[0] == "layout"]:  # one layout held at a time
-                del layouts[stale]
-            layouts[key] = g
-    offsets = g.offsets if isinstance(g, RaggedGraphs) else [i * g.nmax for i in range(len(client_of))]
-    return g, offsets
-
-
 def _per_model(t: Tensor, sizes: list[int], nmax: int | None) -> list[Tensor]:
     """Each model's own rows of a chunk's row tensor — by ``split`` (ragged) or ``unbind`` (padded), whose
     backward joins the pieces' gradients once; a slice per model would zero-fill a gradient the size of
@@ -201,7 +184,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
              for k, v in init.items()}
     params = {k: (v.transpose(1, 2) if flip[k] else v) for k, v in store.items()}
     opt = make_optimizer(list(store.values()), config, optimizer, list(store), state, ids)
-    g, offsets = _layout(clients, props, client_of, nmax, sparse, device, layouts)
+    g, offsets = chunk_layout(clients, props, client_of, nmax, sparse, device, layouts)
     sizes = g.sizes
     rows_total = sum(sizes) if nmax is None else b * nmax
     tr_idx, tr_y, tr_w, tr_m = mask_rows(clients, client_of, offsets, "train_mask", device)
@@ -265,7 +248,8 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
     no parameter: the trained Params are bitwise those of ``record=False``.
     ``layouts``: a dict kept by the caller across calls on the SAME (unchanged) clients — e.g. the
     rounds of one federated run — that holds their propagation matrices, layouts and feature counts,
-    so they are built once (the values are identical, so results are too).
+    so they are built once (the values are identical, so results are too); None: the memo of the
+    clients trained on last (:func:`shared_layouts`), so consecutive trainings on one federation share it.
     ``ragged`` (default): products over each client's own rows (:mod:`pace_nb.nn.ragged`); False: the
     padded layout (every client padded to the largest, or to ``pad_to``).
     ``dropout_draw``: overrides ``config.dropout_draw`` — ``"bits"`` (p = ½ only: the masks from the
@@ -303,7 +287,9 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
         return params, frame
     dev = resolve_device(device)
     used = sorted(set(client_of))
-    memo = layouts if layouts is not None else {}
+    if layouts is None:
+        layouts = shared_layouts(clients)
+    memo = layouts
     for k in used:
         if ("props", k) not in memo:
             memo[("props", k)] = propagation_matrix(clients[k].edge_index, clients[k].num_nodes)

@@ -123,6 +123,7 @@ def test_federated_ragged_agrees_with_padded():
 
 def test_feature_counts_are_counted_once_per_run(monkeypatch):
     fg = demo_fg()
+    training.clear_shared_layouts()  # an earlier test's training on these clients would have counted them
     counted = []
     real = training._feature_nnz
 
@@ -139,3 +140,69 @@ def test_feature_counts_are_counted_once_per_run(monkeypatch):
     recount = train_federated(fg, "fedavg", 4, 2, (SEED,), config=cfg, device="cpu", progress=False)
     for n in memoised.returned:
         assert torch.equal(memoised.returned[n], recount.returned[n])
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_ragged_mm_gradients_match_per_model_autograd(transposed):
+    """``_RaggedMM``'s backward (the weight gradient in the weight's own layout when it is a transposed
+    view, as layer 2 and the head pass it) against autograd through one ``x_b @ w_b`` per model."""
+    from pace_nb.nn.ragged import _RaggedMM
+
+    gen = torch.Generator().manual_seed(3)
+    sizes, d_in, d_out = [7, 0, 12, 5], 9, 3
+    x = torch.randn(sum(sizes), d_in, generator=gen, requires_grad=True)
+    stored = torch.randn(4, d_out, d_in, generator=gen) if transposed else torch.randn(4, d_in, d_out, generator=gen)
+    stored.requires_grad_(True)
+    w = stored.transpose(1, 2) if transposed else stored
+    up = torch.randn(sum(sizes), d_out, generator=gen)
+    (_RaggedMM.apply(x, w, sizes, None) * up).sum().backward()
+    xr, sr = x.detach().clone().requires_grad_(True), stored.detach().clone().requires_grad_(True)
+    wr = sr.transpose(1, 2) if transposed else sr
+    out = torch.cat([xb @ wr[b] for b, xb in enumerate(xr.split(sizes))])
+    (out * up).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(stored.grad, sr.grad, rtol=1e-6, atol=1e-6)
+    assert stored.grad[1].abs().sum() == 0  # a model without rows gets no gradient
+
+
+def test_ragged_bias_adds_in_place_exactly_and_sums_per_model():
+    from pace_nb.nn.ragged import _RaggedBias
+
+    gen = torch.Generator().manual_seed(5)
+    sizes = [4, 0, 6]
+    lengths = torch.tensor(sizes)
+    base = torch.randn(10, 3, generator=gen)
+    bias = torch.randn(3, 3, generator=gen, requires_grad=True)
+    y = base.clone().requires_grad_(True)
+    out = _RaggedBias.apply(y * 1.0, bias, lengths, sizes)  # a fresh product, as every caller passes
+    assert torch.equal(out, base + torch.repeat_interleave(bias.detach(), lengths, dim=0))
+    up = torch.randn(10, 3, generator=gen)
+    (out * up).sum().backward()
+    assert torch.equal(y.grad, up)
+    torch.testing.assert_close(bias.grad, torch.stack([s.sum(0) for s in up.split(sizes)]), rtol=0, atol=0)
+
+
+def test_consecutive_trainings_on_one_federation_share_their_layout(monkeypatch):
+    import pace_nb.nn.chunk as chunk
+
+    cfg = TrainConfig(hidden=16, epochs=3)
+    clients, init, seeds, client_of = _setup(num_seeds=2, sizes=(30, 70, 12))
+    training.clear_shared_layouts()
+    built = []
+    real = chunk.ragged_graphs
+    monkeypatch.setattr(chunk, "ragged_graphs", lambda *a, **k: built.append(1) or real(*a, **k))
+    first, _ = train_models(clients, init, seeds, client_of, cfg, **NOP)
+    second, _ = train_models(clients, init, seeds, client_of, cfg, **NOP)
+    assert len(built) == 1  # the second training found the first one's layout
+    fresh, _ = train_models(clients, init, seeds, client_of, cfg, layouts={}, **NOP)
+    assert len(built) == 2
+    other = synthetic_clients((20, 25))
+    assert training.shared_layouts(other) is not training.shared_layouts(clients)  # other clients: a new memo
+    for n in first:
+        assert torch.equal(first[n], second[n]) and torch.equal(first[n], fresh[n])
+
+
+def test_binary_features_at_a_third_density_take_the_sparse_product():
+    """Computers' bag-of-words (binary, density 0.35) trains faster on the sparse layer-1 product
+    (benchmarks/bench_sparse_threshold.py); fully dense features keep the dense one."""
+    assert gcn.sparse_enough(35, 10, 10) and not gcn.sparse_enough(60, 10, 10)

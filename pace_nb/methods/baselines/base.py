@@ -40,7 +40,7 @@ from pace_nb.methods.contract import Method, make
 from pace_nb.methods.registry import check_method_params
 from pace_nb.data.federation import FederatedGraph
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, init_params, stack_params
-from pace_nb.nn.training import LocalModels, TrainConfig, TrainStep, train_models
+from pace_nb.nn.training import LocalModels, TrainConfig, TrainStep, shared_layouts, train_models
 from pace_nb.methods.baselines.aggregation import (broadcast, mix, nbytes, per_seed, size_weights,  # noqa: F401 (re-exported)
                                                    weighted_mean)
 
@@ -331,7 +331,7 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
     reuse = _reusable(local, fg, seeds, rconf) and not keep
     bar = _progress(range(int(rounds)), progress and rounds > 1, desc=f"{method.name} rounds")
     history: list[dict[str, Any]] = []
-    layouts: dict = {}  # the clients' layouts, built once for all rounds
+    layouts = shared_layouts(fg.clients)  # the clients' layouts, built once for all rounds and shared with Local
     adam: dict | None = {} if keep else None  # model b -> its Adam moments and step count, across rounds
     for r in bar:
         ctx.round, ctx.start = r, start
