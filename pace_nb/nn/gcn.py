@@ -163,6 +163,17 @@ def dropout_bits_(out: Tensor, segments: Sequence[tuple[int, int]],
         raise ConfigError(f"dropout_bits_ needs a [rows, H] tensor, got shape {tuple(out.shape)}")
     table, h = _bit_table(out.device, out.dtype), int(out.shape[1])
     shifts = torch.tensor(_BYTE_SHIFTS, device=out.device)
+    ends = [o + n for o, n in segments]
+    if (out.is_contiguous() and segments and segments[0][0] == 0 and ends[-1] == out.shape[0]
+            and all(e == o for e, (o, _) in zip(ends[:-1], segments[1:], strict=True)) and all(n * h % 32 == 0 for _, n in segments)):
+        # back-to-back segments of whole words (the ragged layout, H = 64): every model draws its own
+        # words into its slice of one buffer, then one byte split and one table lookup fill all of ``out``
+        sizes = [n * h // 32 for _, n in segments]
+        words = torch.empty(sum(sizes), dtype=torch.int64, device=out.device)
+        for piece, gen in zip(words.split(sizes), generators, strict=True):
+            piece.random_(0, 1 << 32, generator=gen)
+        torch.index_select(table, 0, ((words.unsqueeze(1) >> shifts) & 255).view(-1), out=out.view(-1, 8))
+        return out
     for (o, n), gen in zip(segments, generators, strict=True):
         total = n * h
         nbytes = -(-total // 8)

@@ -378,6 +378,31 @@ def test_fedaux_factorized_kernel_matches_dense_and_weights_use_aux(fg):
     torch.testing.assert_close(out["aux"], (ctx.state["weights"][0].float() @ trained["aux"]))
 
 
+def test_fedaux_cosine_has_cosine_similaritys_value_and_gradient():
+    """``cosine_to`` (FedAux's score s = cos(h, a), one product-sum) against ``F.cosine_similarity``:
+    values and gradients on a stack, all-zero rows (a dead ReLU row) included."""
+    from pace_nb.methods.baselines.fedaux import cosine_to
+
+    g = torch.Generator().manual_seed(4)
+    h0, a0 = torch.randn(3, 30, 8, generator=g).relu(), torch.randn(3, 8, generator=g)
+    h0[1, :4] = 0.0
+    up = torch.randn(3, 30, generator=g)
+    grads = []
+    for fn in (cosine_to, lambda h, a: F.cosine_similarity(h, F.normalize(a, dim=-1).unsqueeze(-2), dim=-1)):
+        h, a = h0.clone().requires_grad_(True), a0.clone().requires_grad_(True)
+        s = fn(h, a)
+        (s * up).sum().backward()
+        grads.append((s.detach(), h.grad, a.grad))
+    (s1, gh1, ga1), (s2, gh2, ga2) = grads
+    torch.testing.assert_close(s1, s2, rtol=1e-6, atol=1e-6)
+    assert torch.equal(s1[1, :4], torch.zeros(4))
+    live = torch.ones(3, 30, dtype=torch.bool)
+    live[1, :4] = False
+    torch.testing.assert_close(gh1[live], gh2[live], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gh1[~live], gh2[~live], rtol=1e-5, atol=0)  # 1/eps-sized, as ATen's
+    torch.testing.assert_close(ga1, ga2, rtol=1e-5, atol=1e-5)
+
+
 # ----------------------------------------------------------------------------- names and params
 
 

@@ -70,3 +70,36 @@ def test_bad_sketch_config():
         SketchConfig(kind="bogus")
     with pytest.raises(PaceNBError, match="eps"):
         SketchConfig(eps=0)
+
+
+@pytest.mark.parametrize("kind", ["propagated", "raw"])
+def test_client_data_is_measured_once_per_client_and_matches_the_full_sketches(kind):
+    """Layer 1's sketch reads the data alone: :func:`client_data` measures it once per client object and
+    the sketches built on it are bitwise those measured from scratch; the memo goes with its client."""
+    import gc
+
+    from demo_graphs import demo_fg
+
+    from pace_nb.methods.pace import sketch
+    from pace_nb.nn.gcn import init_params, propagation_matrix
+
+    cfg = SketchConfig(kind=kind)
+    client = demo_fg().clients[0]
+    prop, x, first = sketch.client_data(client, cfg)
+    again = sketch.client_data(client, cfg)
+    assert again[2] is first and again[0] is prop  # measured once
+    assert sketch.client_data(client, SketchConfig(kind=kind, eps=1e-9))[2] is not first  # per config
+    params = init_params(x.shape[1], 3, 8, seed=1)
+    scratch = client_sketches(params, client.x.float(), propagation_matrix(client.edge_index, client.num_nodes),
+                              client.train_mask, cfg)
+    reused = client_sketches(params, x, prop, client.train_mask, cfg, known=first)
+    assert scratch.keys() == reused.keys()
+    for name in scratch:
+        assert torch.equal(scratch[name], reused[name]), name
+    clone = type(client)(**vars(client))  # a client object of its own: measured anew, dropped with it
+    sketch.client_data(clone, cfg)
+    key = id(clone)
+    assert key in sketch._CLIENT_DATA
+    del clone
+    gc.collect()
+    assert key not in sketch._CLIENT_DATA

@@ -147,6 +147,8 @@ def test_dropout_bits_are_the_generators_bit_stream():
         expect = 2.0 * np.unpackbits(stream, bitorder="little")[: n * h].reshape(n, h)
         assert np.array_equal(out[2:2 + n].numpy(), expect)
         assert torch.equal(out[:2], torch.zeros(2, h)) and torch.equal(out[2 + n:], torch.zeros(2, h))
+        whole = dropout_bits_(torch.zeros(n, h), [(0, n)], [torch.Generator().manual_seed(11)])  # one buffer of words
+        assert np.array_equal(whole.numpy(), expect)
 
 
 def test_dropout_bits_keep_half_and_each_segment_is_its_own():
@@ -160,5 +162,10 @@ def test_dropout_bits_keep_half_and_each_segment_is_its_own():
         alone = dropout_bits_(torch.zeros(n, 64), [(0, n)], [torch.Generator().manual_seed(s)])
         assert torch.equal(out[o:o + n], alone)
     assert torch.equal(out[7:9], torch.zeros(2, 64))
+    tiled = [(0, 7), (7, 6), (13, 11)]  # back to back over every row: all words drawn into one buffer
+    out = dropout_bits_(torch.zeros(24, 64), tiled, [torch.Generator().manual_seed(s) for s in seeds])
+    for (o, n), s in zip(tiled, seeds, strict=True):
+        padded = dropout_bits_(torch.zeros(n + 1, 64), [(0, n)], [torch.Generator().manual_seed(s)])  # per segment
+        assert torch.equal(out[o:o + n], padded[:n])
     with pytest.raises(ConfigError, match="rows, H"):
         dropout_bits_(torch.zeros(4), [(0, 4)], [None])

@@ -206,3 +206,19 @@ def test_binary_features_at_a_third_density_take_the_sparse_product():
     """Computers' bag-of-words (binary, density 0.35) trains faster on the sparse layer-1 product
     (benchmarks/bench_sparse_threshold.py); fully dense features keep the dense one."""
     assert gcn.sparse_enough(35, 10, 10) and not gcn.sparse_enough(60, 10, 10)
+
+
+def test_feature_products_with_32_bit_indices_are_bitwise_those_with_64_bit_ones():
+    from pace_nb.nn.gcn import csr_mm
+    from pace_nb.nn.ragged import _int32_indices
+
+    clients = synthetic_clients((30, 45, 25))
+    g = ragged_graphs([c.x for c in clients], [propagation_matrix(c.edge_index, c.num_nodes) for c in clients],
+                      sparse=True)
+    assert g.x.crow_indices().dtype == torch.int32 and g.xt.col_indices().dtype == torch.int32
+    gen = torch.Generator().manual_seed(0)
+    for a in (g.x, g.xt):
+        wide = torch.sparse_csr_tensor(a.crow_indices().long(), a.col_indices().long(), a.values(), a.shape)
+        d = torch.randn(a.shape[1], 16, generator=gen)
+        assert torch.equal(csr_mm(a, d, g.unit_x), csr_mm(wide, d, g.unit_x))
+    assert _int32_indices(wide).col_indices().dtype == torch.int32

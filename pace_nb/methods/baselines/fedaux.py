@@ -68,14 +68,23 @@ def kernel_features(s: Tensor, sigma: float, order: int) -> Tensor:
     return torch.cat([base, step], -1).cumprod(-1)
 
 
+def cosine_to(h: Tensor, a: Tensor, eps: float = 1e-8) -> Tensor:
+    """``cos(h_v, a)`` for every row of ``h`` [..., n, d] (``a`` [..., d]): ``F.cosine_similarity``'s value
+    and gradient (the norms clamped at ``eps`` outside autograd, as ATen does), as one product-sum over
+    ``d`` — a backward of a few passes over ``h`` instead of about ten."""
+    num = (h * F.normalize(a, dim=-1).unsqueeze(-2)).sum(-1)
+    norm = torch.linalg.vector_norm(h, dim=-1)
+    return num / (norm + (norm.clamp_min(eps) - norm).detach())
+
+
 def kernel_smooth(h: Tensor, a: Tensor, sigma: float = 1.0, order: int | None = None) -> Tensor:
     """FedAux's kernel aggregation ``z = κ h / κ 1`` with ``κ_vu = exp(−(s_v − s_u)²/σ²)``,
     ``s = cos(h, a)`` — factorized, O(n · M · d) (``order`` None: :func:`taylor_order`). ``h`` [..., n, d],
     ``a`` [..., d] (leading dims: models, each smoothed over its own n rows)."""
-    s = F.cosine_similarity(h, F.normalize(a, dim=-1).unsqueeze(-2), dim=-1)
+    s = cosine_to(h, a)
     phi = kernel_features(s, sigma, taylor_order(sigma) if order is None else order)
-    weights = phi / (phi @ phi.sum(-2).unsqueeze(-1))  # row v: φ(s_v) / Σ_u κ_vu
-    return weights @ (phi.transpose(-1, -2) @ h)
+    den = (phi * phi.sum(-2, keepdim=True)).sum(-1, keepdim=True)  # row v: Σ_u κ_vu = φ(s_v)·Σ_u φ(s_u)
+    return (phi @ (phi.transpose(-1, -2) @ h)) / den  # products of matrices only: no matrix-vector bmm
 
 
 def _propagate(P: Tensor, t: Tensor) -> Tensor:

@@ -60,21 +60,24 @@ def rcl_loss(feat: Tensor, y: Tensor, tau: float = 0.05, threshold: float = 0.7,
         s = f @ f.transpose(-1, -2)
         same = y.view(-1, 1) == y.view(1, -1)
         others = same & ~torch.eye(n, dtype=torch.bool, device=feat.device)
-        neg_val, neg_idx = s.masked_fill(same, float("-inf")).topk(min(int(topk_neg), n), dim=-1)
+        d = torch.diagonal(s, dim1=-2, dim2=-1).clone()
         q_val, q_idx = s.masked_fill(~others, float("inf")).min(dim=-1)
+        neg_val, neg_idx = s.masked_fill_(same, float("-inf")).topk(min(int(topk_neg), n), dim=-1)  # s is spent
         keep_q = torch.isfinite(q_val) & (q_val >= threshold)
         # the hardest positive (self included) is the first index of min(s_ii, q_i): self, q's index, or on a tie the lower one
-        d = torch.diagonal(s, dim1=-2, dim2=-1)
         me = torch.arange(n, device=feat.device).expand_as(q_idx)
         pos_idx = torch.where(q_val < d, q_idx, torch.where(q_val == d, torch.minimum(q_idx, me), me))
+        lead = f.shape[:-2].numel()
+        base = (torch.arange(lead, device=feat.device) * n).view(*f.shape[:-2], 1)  # row offset of each model
+    rows = f.reshape(lead * n, f.shape[-1])
 
-    def dots(idx: Tensor) -> Tensor:  # f_i · f_idx[i] (idx [..., n] or [..., n, k])
+    def dots(idx: Tensor) -> Tensor:  # f_i · f_idx[i] (idx [..., n] or [..., n, k]): the picked rows by index_select
         wide = idx.dim() > f.dim() - 1
         flat = idx.flatten(-2) if wide else idx
-        picked = torch.gather(f, -2, flat.unsqueeze(-1).expand(*flat.shape, f.shape[-1]))
+        picked = rows.index_select(0, (flat + base).view(-1))
         if wide:
             return (f.unsqueeze(-2) * picked.view(*idx.shape, f.shape[-1])).sum(-1)
-        return (f * picked).sum(-1)
+        return (f * picked.view(f.shape)).sum(-1)
 
     pos = dots(pos_idx)
     neg = torch.where(torch.isinf(neg_val), neg_val, dots(neg_idx))  # a missing negative drops out

@@ -36,7 +36,7 @@ from pace_nb.methods.local import seed_positions
 from pace_nb.methods.contract import OneRoundMethod, register
 from pace_nb.methods.pace.lowrank import RANK, Params, check_ranks
 from pace_nb.methods.phases import Failure, PublicView, Receipt, Round, ServerResult, Upload, UploadSpec, split_uploads
-from pace_nb.methods.pace.sketch import SketchConfig, client_sketches
+from pace_nb.methods.pace.sketch import SketchConfig, client_data, client_sketches
 from pace_nb.methods.pace.transport import TransportConfig, external_params, server_returns
 
 EPS = 1e-12
@@ -100,12 +100,9 @@ def upload(local: Params, init: Params, client, config: PaceConfig = PaceConfig(
     delta = {n: (local[n] - init[n]).detach().cpu().float() for n in init}
     msg = {DELTA + n: c for n, c in lowrank.compress(delta, config.rank).items()}
     if config.uses_sketch:
-        from pace_nb.nn.gcn import propagation_matrix
-
-        prop = propagation_matrix(client.edge_index, client.num_nodes)
-        x = client.x.to_dense() if client.x.is_sparse else client.x
-        sk = client_sketches({n: v.detach().cpu().float() for n, v in local.items()}, x.float(), prop,
-                             client.train_mask, config.sketch_config)
+        prop, x, first = client_data(client, config.sketch_config)  # the data-only part, once per client
+        sk = client_sketches({n: v.detach().cpu().float() for n, v in local.items()}, x, prop,
+                             client.train_mask, config.sketch_config, known=first)
         msg.update(lowrank.dense_carriers({SKETCH + n: v for n, v in sk.items()}))
     return lowrank.serialize(msg)
 

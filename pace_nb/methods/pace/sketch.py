@@ -13,6 +13,7 @@ variant (Table 2) uses ``H`` instead of ``P·H``. Sketches never read labels.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 from typing import Literal
 from collections.abc import Mapping
@@ -85,16 +86,47 @@ def client_sketches(
     prop: Tensor,
     train_mask: Tensor,
     config: SketchConfig = SketchConfig(),
+    known: Mapping[str, Tensor] | None = None,
 ) -> dict[str, Tensor]:
     """Per-layer sketches of one client's Local model, keyed by the weight they weight.
 
     ``params``: the client's (unbatched) Local Params; ``prop``: its normalized propagation
     matrix (sparse or dense ``[n, n]``). Returns ``{"conv1.weight": c1 [F], "conv2.weight": c2 [H]}``.
+    ``known``: sketches measured before, returned as given — layer 1's reads the data alone
+    (``S = P·X``), so it is the same for every model of a client (:func:`client_data`).
     """
     with torch.no_grad():
         inputs = layer_inputs(params, x, prop)
         out = {}
         for name, h in zip(weight_names(params), inputs, strict=True):
+            if known is not None and name in known:
+                out[name] = known[name]
+                continue
             s = _propagate(prop, h) if config.kind == "propagated" else h
             out[name] = moment_sketch(s, train_mask, config.eps)
     return out
+
+
+#: id(client) -> (weak reference to it, {sketch config: its data}); an entry lives while its client does.
+_CLIENT_DATA: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def client_data(client, config: SketchConfig = SketchConfig()) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """A client's propagation matrix, float32 dense features and layer-1 sketch (``{"conv1.weight": c1}``):
+    what its sketches read of the data alone, the same for every seed and variant of a run, so measured
+    once per client object (by identity; clients are read-only) and dropped with it."""
+    held = _CLIENT_DATA.get(id(client))
+    if held is None or held[0]() is not client:
+        key = id(client)
+        held = (weakref.ref(client, lambda _ref: _CLIENT_DATA.pop(key, None)), {})
+        _CLIENT_DATA[key] = held
+    if config not in held[1]:
+        from pace_nb.nn.gcn import propagation_matrix
+
+        prop = propagation_matrix(client.edge_index, client.num_nodes)
+        x = (client.x.to_dense() if client.x.is_sparse else client.x).float()
+        with torch.no_grad():
+            first = moment_sketch(_propagate(prop, x) if config.kind == "propagated" else x, client.train_mask,
+                                  config.eps)
+        held[1][config] = (prop, x, {"conv1.weight": first})
+    return held[1][config]
