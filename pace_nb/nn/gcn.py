@@ -319,10 +319,9 @@ class BatchedGraphs:
 
 
 #: Feature density below which layer 1 (training and evaluation) uses the sparse product of the features.
-#: Single-threaded, 10 clients x 5 seeds, the sparse product is faster well above 0.1: PubMed (density 0.10)
-#: 251 -> 106 ms per epoch; Computers (binary, density 0.35) trains its 50 Local models in 26.2 s dense and
-#: 17.5 s sparse (Dirichlet, beta = 0.5), so the crossover, with the sparse cost linear in the non-zeros,
-#: sits near 0.5 (``benchmarks/bench_sparse_threshold.py``).
+#: Single-threaded, Louvain K = 10 x 5 seeds, 50 Local models (``benchmarks/bench_sparse_threshold.py``):
+#: Computers (binary, density 0.35) 26.1 s dense, 16.6 s sparse, so with the sparse cost linear in the
+#: non-zeros binary features cross over near 0.55; PubMed (weighted, 0.10) 23.5 s dense, 8.4 s sparse.
 SPARSE_DENSITY: float = 0.5
 
 

@@ -37,6 +37,7 @@ from pace_nb.core.validation import Interval, Options, check_seeds, declared, pa
 from pace_nb.data.federation import ClientGraph, FederatedGraph
 from pace_nb.nn.gcn import (Params, batched_forward, dropout_bits_, dropout_masks_, feature_nnz, init_params,
                             propagation_matrix, sparse_enough, stack_params)
+from pace_nb.nn import gcn as _gcn
 from pace_nb.nn.chunk import check_finite, chunk_layout, clear_shared_layouts, mask_rows, shared_layouts  # noqa: F401  (re-exported)
 from pace_nb.nn.inference import batched_logits, client_hidden, client_logits  # noqa: F401  (re-exported)
 from pace_nb.nn.optim import AdamState, make_optimizer
@@ -299,11 +300,12 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
     size = max_batch if max_batch is not None else _auto_batch(clients, client_of, init, config, dev, nmax, memo)
     if size < 1:
         raise ConfigError(f"max_batch must be >= 1, got {max_batch}")
-    if ("sparse", tuple(used)) not in memo:
-        memo[("sparse", tuple(used))] = sparse_enough(sum(_feature_nnz(clients[k], memo) for k in used),
+    sparse_key = ("sparse", tuple(used), _gcn.SPARSE_DENSITY)  # a changed threshold decides anew
+    if sparse_key not in memo:
+        memo[sparse_key] = sparse_enough(sum(_feature_nnz(clients[k], memo) for k in used),
                                                       sum(clients[k].num_nodes for k in used),
                                                       int(clients[used[0]].x.shape[1]))
-    sparse = memo[("sparse", tuple(used))]
+    sparse = memo[sparse_key]
     out: list[Params] = []
     curves = []
     for start in range(0, b, size):

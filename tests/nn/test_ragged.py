@@ -222,3 +222,18 @@ def test_feature_products_with_32_bit_indices_are_bitwise_those_with_64_bit_ones
         d = torch.randn(a.shape[1], 16, generator=gen)
         assert torch.equal(csr_mm(a, d, g.unit_x), csr_mm(wide, d, g.unit_x))
     assert _int32_indices(wide).col_indices().dtype == torch.int32
+
+
+def test_a_changed_sparse_threshold_is_decided_anew_on_shared_layouts(monkeypatch):
+    import pace_nb.nn.chunk as chunk
+
+    cfg = TrainConfig(hidden=16, epochs=2)
+    clients, init, seeds, client_of = _setup(num_seeds=1, sizes=(30, 12))
+    training.clear_shared_layouts()
+    paths = []
+    real = chunk.ragged_graphs
+    monkeypatch.setattr(chunk, "ragged_graphs", lambda *a, **k: paths.append(k["sparse"]) or real(*a, **k))
+    for threshold in (0.0, 1.1, 0.0):
+        monkeypatch.setattr(gcn, "SPARSE_DENSITY", threshold)
+        train_models(clients, init, seeds, client_of, cfg, **NOP)
+    assert paths == [False, True, False]  # the memo never hands one path's layout to the other
