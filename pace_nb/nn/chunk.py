@@ -18,19 +18,18 @@ if TYPE_CHECKING:  # the trainer imports this module
     from pace_nb.nn.training import TrainConfig
 
 
-def chunk_layout(clients, props, client_of, nmax: int | None, sparse: bool, device, layouts: dict | None):
+def chunk_layout(clients, props, client_of, nmax: int | None, sparse: bool, device, layouts: dict):
     """The chunk's batched graphs — ragged (``nmax`` None) or padded to ``nmax`` — and each model's row
-    offset; with ``layouts`` built once and reused while the chunk's clients are the same."""
+    offset; built once into ``layouts`` and reused while the chunk's clients are the same."""
     key = ("layout", tuple(client_of), nmax, sparse, str(device))
-    g = layouts.get(key) if layouts is not None else None
+    g = layouts.get(key)
     if g is None:
         xs, ps = [clients[k].x for k in client_of], [props[k] for k in client_of]
         g = (ragged_graphs(xs, ps, sparse=sparse, device=device) if nmax is None
              else batch_graphs(xs, ps, nmax, sparse=sparse, device=device))
-        if layouts is not None:
-            for stale in [k for k in layouts if k[0] == "layout"]:  # one layout held at a time
-                del layouts[stale]
-            layouts[key] = g
+        for stale in [k for k in layouts if k[0] == "layout"]:  # one layout held at a time
+            del layouts[stale]
+        layouts[key] = g
     offsets = g.offsets if isinstance(g, RaggedGraphs) else [i * g.nmax for i in range(len(client_of))]
     return g, offsets
 

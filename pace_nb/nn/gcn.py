@@ -163,9 +163,9 @@ def dropout_bits_(out: Tensor, segments: Sequence[tuple[int, int]],
         raise ConfigError(f"dropout_bits_ needs a [rows, H] tensor, got shape {tuple(out.shape)}")
     table, h = _bit_table(out.device, out.dtype), int(out.shape[1])
     shifts = torch.tensor(_BYTE_SHIFTS, device=out.device)
-    ends = [o + n for o, n in segments]
-    if (out.is_contiguous() and segments and segments[0][0] == 0 and ends[-1] == out.shape[0]
-            and all(e == o for e, (o, _) in zip(ends[:-1], segments[1:], strict=True)) and all(n * h % 32 == 0 for _, n in segments)):
+    starts = [0] + [o + n for o, n in segments]  # where each segment starts if they tile ``out`` in order
+    if (out.is_contiguous() and starts[-1] == out.shape[0] and all(n * h % 32 == 0 for _, n in segments)
+            and all(o == s for (o, _), s in zip(segments, starts, strict=False))):
         # back-to-back segments of whole words (the ragged layout, H = 64): every model draws its own
         # words into its slice of one buffer, then one byte split and one table lookup fill all of ``out``
         sizes = [n * h // 32 for _, n in segments]

@@ -172,8 +172,8 @@ def _per_model(t: Tensor, sizes: list[int], nmax: int | None) -> list[Tensor]:
 
 
 def _train_chunk(clients, props, init: Params, seeds, client_of, models, config: TrainConfig, extra_loss,
-                 device: torch.device, show: bool, nmax: int | None, sparse: bool, record: bool, optimizer=None,
-                 layouts: dict | None = None, state: AdamState | None = None, ids=None, dropout_draw: str = "uniform"):
+                 device: torch.device, show: bool, nmax: int | None, sparse: bool, record: bool, optimizer,
+                 layouts: dict, state: AdamState | None, ids, dropout_draw: str):
     """Train one chunk of models for ``config.epochs``; returns (params on CPU, curves [E, B, 3] or None:
     training CE, training accuracy, validation accuracy — all of the epoch's training-mode forward).
     ``nmax`` None: the ragged layout (:mod:`pace_nb.nn.ragged`), else every client padded to ``nmax``."""
