@@ -30,6 +30,12 @@ def require_dataset(folder: str) -> None:
                     f"see data/README.md for how to place them")
 
 
+@pytest.fixture(autouse=True)
+def private_local_cache(tmp_path_factory, monkeypatch):
+    """Each test its own Local-model cache (experiments.local_cache): no test reads another's models."""
+    monkeypatch.setenv("PACE_NB_LOCAL_CACHE", str(tmp_path_factory.mktemp("local_cache")))
+
+
 @pytest.fixture
 def results_tmp(tmp_path, monkeypatch):
     """A private results store for one test."""

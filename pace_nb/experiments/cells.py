@@ -131,8 +131,9 @@ class LocalReuse:
     """The federation and Local models of the last protocol setting, handed to the next cell of the
     same setting: a grid's method groups train Local once (rows are bitwise those of separate runs).
 
-    ``key``: :func:`local_key` of the held setting; ``trained`` / ``reused``: how often Local was
-    trained / handed on.
+    ``key``: :func:`local_key` of the held setting; ``trained`` / ``reused`` / ``loaded``: how often
+    Local was trained / handed on / read from the on-disk cache (:mod:`~pace_nb.experiments.local_cache`,
+    shared by every grid and process on this machine).
     """
 
     key: str | None = None
@@ -140,6 +141,7 @@ class LocalReuse:
     local: LocalModels | None = None
     trained: int = 0
     reused: int = 0
+    loaded: int = 0
 
 
 def local_key(cell: Cell, device) -> str:
@@ -169,9 +171,20 @@ def _shared_local(cell: Cell, reuse: LocalReuse, fg, data_root, device, config):
                                                      data_seed=cell.data_seed, beta=cell.beta, data_root=data_root)
         reuse.key, reuse.fg, reuse.local = key, built, None
     if reuse.local is None and needs_local(cell.methods):
+        from pace_nb.core.config import resolve_device
+        from pace_nb.experiments import local_cache
+
         assert reuse.fg is not None  # held since the key check above
-        reuse.local = train_local(reuse.fg, cell.seeds, config, device=device, progress=False)
-        reuse.trained += 1
+        dev = resolve_device(device)  # cached on the CPU only (deterministic), for data with a fingerprint
+        disk = local_cache.cache_key(local_key(cell, dev), cell.data) if cell.data and dev.type == "cpu" else None
+        reuse.local = local_cache.load(disk, tuple(cell.seeds), reuse.fg.num_clients, config) if disk else None
+        if reuse.local is not None:
+            reuse.loaded += 1
+        else:
+            reuse.local = train_local(reuse.fg, cell.seeds, config, device=device, progress=False)
+            reuse.trained += 1
+            if disk:
+                local_cache.save(disk, reuse.local)
     elif reuse.local is not None:
         reuse.reused += 1
     return reuse.fg, reuse.local

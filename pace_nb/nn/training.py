@@ -173,7 +173,8 @@ def _per_model(t: Tensor, sizes: list[int], nmax: int | None) -> list[Tensor]:
 
 def _train_chunk(clients, props, init: Params, seeds, client_of, models, config: TrainConfig, extra_loss,
                  device: torch.device, show: bool, nmax: int | None, sparse: bool, record: bool, optimizer,
-                 layouts: dict, state: AdamState | None, ids, dropout_draw: str):
+                 layouts: dict, state: AdamState | None, ids, dropout_draw: str,
+                 proximal: tuple[float, Params] | None = None):
     """Train one chunk of models for ``config.epochs``; returns (params on CPU, curves [E, B, 3] or None:
     training CE, training accuracy, validation accuracy — all of the epoch's training-mode forward).
     ``nmax`` None: the ragged layout (:mod:`pace_nb.nn.ragged`), else every client padded to ``nmax``."""
@@ -185,6 +186,9 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
              for k, v in init.items()}
     params = {k: (v.transpose(1, 2) if flip[k] else v) for k, v in store.items()}
     opt = make_optimizer(list(store.values()), config, optimizer, list(store), state, ids)
+    anchors = [] if proximal is None else [  # in the stored layout, like the weights they anchor
+        (store[k], (a.transpose(1, 2) if flip[k] else a).to(device, torch.float32).contiguous())
+        for k, a in proximal[1].items()]
     g, offsets = chunk_layout(clients, props, client_of, nmax, sparse, device, layouts)
     sizes = g.sizes
     rows_total = sum(sizes) if nmax is None else b * nmax
@@ -216,6 +220,12 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
         with torch.no_grad():  # on-device flag: no host sync per epoch
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), epoch, first_bad)
         loss.backward()
+        for p, a in anchors:  # μ/2 ‖θ − θ_a‖²'s gradient μ (θ − θ_a): autograd's values, without its passes
+            d = torch.sub(p.detach(), a).mul_(proximal[0])  # type: ignore[index]
+            if p.grad is None:
+                p.grad = d
+            else:
+                p.grad.add_(d)
         opt.step()
         if curves is not None:
             with torch.no_grad():
@@ -238,6 +248,7 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
                  max_batch: int | None = None, pad_to: int | None = None,
                  optimizer: dict | None = None, layouts: dict | None = None, ragged: bool = True,
                  optimizer_state: AdamState | None = None, dropout_draw: str | None = None,
+                 proximal: tuple[float, Params] | None = None,
                  _ids: Sequence[int] | None = None) -> tuple[Params, pd.DataFrame | None]:
     """Train B independent GCNs: model b on ``clients[client_of[b]]`` from ``init[b]`` with
     dropout generator seeded ``model_seeds[b]`` (full-batch CE on the train mask; validation
@@ -256,6 +267,9 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
     ``dropout_draw``: overrides ``config.dropout_draw`` — ``"bits"`` (p = ½ only: the masks from the
     generators' random bits, :func:`~pace_nb.nn.gcn.dropout_bits_`), ``"uniform"`` (one uniform per
     entry, :func:`~pace_nb.nn.gcn.dropout_masks_`) or ``"auto"`` (bits at p = ½, the default).
+    ``proximal``: ``(μ, anchors)`` adds ``μ/2 ‖θ_b − a_b‖²`` over the anchors' keys (batched like
+    ``init``) to every model's objective (FedProx): its gradient ``μ (θ − a)`` is added after the backward
+    pass — bitwise autograd's gradient of that loss, without building it.
     ``optimizer_state``: a dict kept by the caller across calls — Adam's moments and step count of
     model b are read from and written to ``optimizer_state[b]`` (a missing entry starts fresh), so
     e.g. the rounds of a federated run continue each client's Adam; None = a fresh Adam per call.
@@ -280,6 +294,8 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
                                       pad_to=pad_to or max(clients[k].num_nodes for k in set(client_of)),
                                       optimizer=optimizer, layouts=layouts, ragged=ragged,
                                       optimizer_state=optimizer_state, dropout_draw=dropout_draw,
+                                      proximal=None if proximal is None else
+                                      (proximal[0], {n: v[keep] for n, v in proximal[1].items()}),
                                       _ids=[ids[i] for i in keep])
             for n in params:
                 params[n][keep] = sub[n]
@@ -313,7 +329,8 @@ def train_models(clients: Sequence[ClientGraph], init: Params, model_seeds: Sequ
         with retained_heap():  # the epochs reuse their large buffers instead of page-faulting them in
             p, cur = _train_chunk(clients, props, {k: v[idx] for k, v in init.items()}, [model_seeds[i] for i in idx],
                                   [client_of[i] for i in idx], idx, config, extra_loss, dev, progress, nmax, sparse,
-                                  record, optimizer, layouts, optimizer_state, [ids[i] for i in idx], dropout_draw)
+                                  record, optimizer, layouts, optimizer_state, [ids[i] for i in idx], dropout_draw,
+                                  None if proximal is None else (proximal[0], {k: v[idx] for k, v in proximal[1].items()}))
         out.append(p)
         curves.append(cur)
     params = {k: torch.cat([p[k] for p in out]) for k in out[0]}

@@ -81,18 +81,41 @@ def test_fedprox_gradient_is_mu_times_drift():
     torch.testing.assert_close(g, g_ce + mu * (w.detach() - wg))
 
 
-def test_fedprox_local_loss_uses_received_model(fg):
+@pytest.mark.parametrize("ragged", [True, False])
+def test_fedprox_fused_gradient_is_autograds_bit_for_bit(fg, ragged):
+    """The trainer's added ``μ (θ − θ_a)`` trains the models bitwise as autograd's gradient of
+    :func:`proximal_term` does (all four keys, conv1 stored transposed; two chunks)."""
+    from pace_nb.nn.training import train_models
+
     ctx = _ctx(fg)
-    m = make_method("fedprox", mu=0.5)
-    params = {k: v + 1.0 for k, v in ctx.start.items()}
+    keys = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias")
+    anchor = {k: v + 0.25 * torch.randn(v.shape, generator=torch.Generator().manual_seed(3)) for k, v in ctx.start.items()}
+    mu, b = 0.37, ctx.start["conv1.weight"].shape[0]
+    common = dict(config=CFG, device="cpu", progress=False, ragged=ragged, max_batch=2)
+    args = (fg.clients, ctx.start, [11 + i for i in range(b)], ctx.client_of)
 
-    class Step:
-        pass
+    def hook(step):
+        return proximal_term(step.params, {k: v[step.models] for k, v in anchor.items()}, mu, keys)
 
-    step = Step()
-    step.params, step.models = params, [0, 1, 2]
-    n = sum(v.numel() for v in params.values())
-    assert float(m.local_loss(step, ctx)) == pytest.approx(0.5 * 0.5 * n)
+    ref, _ = train_models(*args, extra_loss=hook, **common)
+    fused, _ = train_models(*args, proximal=(mu, anchor), **common)
+    plain, _ = train_models(*args, **common)
+    for k in keys:
+        assert torch.equal(fused[k], ref[k]), k
+    assert not torch.equal(fused["conv1.weight"], plain["conv1.weight"])  # the term acts
+
+
+def test_fedprox_trains_toward_the_received_model(fg):
+    """FedProx's local objective is CE + μ/2‖θ − W_g‖² with W_g the round's start (the trainer's
+    proximal anchors): large μ keeps the trained models near the start, μ = 0 is plain CE."""
+    ctx = _ctx(fg)
+    assert make_method("fedprox", mu=0.5).proximal(ctx) == 0.5
+    assert not make_method("fedprox", mu=0.5).plain_local(ctx) and make_method("fedprox", mu=0.0).plain_local(ctx)
+    runs = {mu: train_federated(fg, "fedprox", seeds=(SEED,), config=CFG, device="cpu", progress=False,
+                                method_params={"mu": mu}) for mu in (0.0, 100.0)}
+    w0 = ctx.start["conv2.weight"][:1]
+    drift = {mu: float((r.trained["conv2.weight"] - w0).norm()) for mu, r in runs.items()}
+    assert drift[100.0] < 0.5 * drift[0.0]
 
 
 def test_fednova_normalization_by_hand():

@@ -190,7 +190,12 @@ class FederatedMethod(Method):
 
     def plain_local(self, ctx: FedContext) -> bool:
         """True when this round's local objective is plain CE (then Local models are reusable)."""
-        return type(self).local_loss is FederatedMethod.local_loss
+        return type(self).local_loss is FederatedMethod.local_loss and not self.proximal(ctx)
+
+    def proximal(self, ctx: FedContext) -> float:
+        """μ of a proximal term ``μ/2 ‖θ − θ_start‖²`` over :attr:`shared_keys` in this round's local
+        objective (0 = none; FedProx): the trainer adds its gradient ``μ (θ − θ_start)`` to CE's."""
+        return 0.0
 
     def local_optimizer(self, ctx: FedContext) -> dict | None:
         """Local optimizer spec for the trainer (None = Adam, as Local; e.g. FedNova-SGD's momentum SGD)."""
@@ -341,10 +346,13 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
             trained = {k: v.clone() for k, v in local.params.items()}
         else:
             mseeds = [round_model_seed(s, k, r) for s in seeds for k in range(k_n)]
-            hook = None if method.plain_local(ctx) else partial(_extra_loss, method, ctx)
+            own_loss = type(method).local_loss is not FederatedMethod.local_loss
+            hook = partial(_extra_loss, method, ctx) if own_loss and not method.plain_local(ctx) else None
+            mu = method.proximal(ctx)
             trained, _ = train_models(fg.clients, start, mseeds, ctx.client_of, rconf, extra_loss=hook,
                                       device=dev, progress=progress and rounds == 1, max_batch=max_batch,
-                                      optimizer=opt, layouts=layouts, optimizer_state=adam)
+                                      optimizer=opt, layouts=layouts, optimizer_state=adam,
+                                      proximal=(mu, {k: start[k] for k in method.shared_keys}) if mu else None)
         stats = method.upload(ctx, trained)
         returned = method.aggregate(ctx, trained, stats)
         method.after_round(ctx, trained, returned)

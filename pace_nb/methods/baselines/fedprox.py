@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from pace_nb.core.validation import Interval, Options, param
-from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext
 from pace_nb.methods.baselines.fedavg import WEIGHTINGS, FedAvg
 from pace_nb.methods.contract import register
 
 
 def proximal_term(params: dict[str, Tensor], anchor: dict[str, Tensor], mu: float, keys) -> Tensor:
-    """``Σ_b μ/2 ‖θ_b − θ_b^anchor‖²`` over ``keys`` (batched tensors, anchor detached)."""
+    """``Σ_b μ/2 ‖θ_b − θ_b^anchor‖²`` over ``keys`` (batched tensors, anchor detached): FedProx's term
+    as a loss (the reference; training adds its gradient directly, ``FedProx.proximal``)."""
     total = None
     for k in keys:
         d = params[k] - anchor[k].detach().to(params[k].device)
@@ -48,9 +48,6 @@ class FedProx(FedAvg):
         mu: float = param(1e-3, Interval(float, 0, None))
         weighting: str = param("nodes", Options(WEIGHTINGS))
 
-    def plain_local(self, ctx: FedContext) -> bool:
-        return self.cfg.mu == 0
-
-    def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor:
-        anchor = ctx.start_rows(step.models, self.shared_keys, step.params[self.shared_keys[0]].device)
-        return proximal_term(step.params, anchor, self.cfg.mu, self.shared_keys)
+    def proximal(self, ctx: FedContext) -> float:
+        """μ: the trainer adds :func:`proximal_term`'s gradient ``μ (θ − W_g)`` (bitwise autograd's)."""
+        return self.cfg.mu
