@@ -107,7 +107,7 @@ def load(key: str, seeds: tuple[int, ...], num_clients: int, config: TrainConfig
         b = len(seeds) * num_clients
         if not params or any(v.shape[0] != b for v in params.values()) or any(set(w) != set(params) for w in init):
             raise ValueError("its arrays do not have the setting's shapes")
-    except Exception as exc:  # noqa: BLE001 - any defect means: train Local again
+    except Exception as exc:
         warnings.warn(f"Local model cache {npz.name} is corrupted or mismatched ({exc}); training Local again",
                       RuntimeWarning, stacklevel=2)
         for p in (meta, npz):
