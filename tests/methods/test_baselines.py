@@ -401,6 +401,31 @@ def test_fedaux_factorized_kernel_matches_dense_and_weights_use_aux(fg):
     torch.testing.assert_close(out["aux"], (ctx.state["weights"][0].float() @ trained["aux"]))
 
 
+def test_fedaux_smoothed_projection_is_the_smoothed_hidden_layer_projected():
+    """``smoothed_projection`` (κ (h Wᵀ) / κ1, one product for the projection and the score) against
+    ``kernel_smooth(h, a) @ Wᵀ`` and the dense kernel: values and gradients (h, a, W), stack and list."""
+    from pace_nb.methods.baselines.fedaux import kernel_smooth, smoothed_projection
+
+    g = torch.Generator().manual_seed(6)
+    h0, a0, w0 = torch.randn(3, 50, 8, generator=g).relu(), torch.randn(3, 8, generator=g), torch.randn(3, 4, 8, generator=g)
+    h0[2, :3] = 0.0  # dead rows
+    up = torch.randn(3, 50, 4, generator=g)
+    out = []
+    for fn in (lambda h, a, w: smoothed_projection(h, a, w, 0.7),
+               lambda h, a, w: smoothed_projection(list(h.unbind(0)), a, w, 0.7),
+               lambda h, a, w: kernel_smooth(h, a, 0.7) @ w.transpose(1, 2)):
+        h, a, w = (t.clone().requires_grad_(True) for t in (h0, a0, w0))
+        v = fn(h, a, w)
+        (v * up).sum().backward()
+        out.append((v.detach(), h.grad, a.grad, w.grad))
+    for got in out[:2]:
+        for x, ref in zip(got, out[2], strict=True):
+            torch.testing.assert_close(x, ref, rtol=1e-4, atol=1e-5)
+    s = F.cosine_similarity(h0[0], a0[0].unsqueeze(0), dim=-1)
+    k = torch.exp(-(s[:, None] - s[None, :]) ** 2 / 0.7**2)
+    torch.testing.assert_close(out[0][0][0], (k @ h0[0] / k.sum(1, keepdim=True)) @ w0[0].t(), rtol=1e-4, atol=1e-5)
+
+
 def test_fedaux_cosine_has_cosine_similaritys_value_and_gradient():
     """``cosine_to`` (FedAux's score s = cos(h, a), one product-sum) against ``F.cosine_similarity``:
     values and gradients on a stack, all-zero rows (a dead ReLU row) included."""

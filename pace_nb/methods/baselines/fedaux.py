@@ -17,13 +17,16 @@ Server (released): ``S_ij = exp(10 · cos(θ_i, θ_j))`` over **all** shared par
 auxiliary vector included (``similarity="params"``; ``"aux"`` compares ``a`` only),
 row-normalized; receiver i gets ``Σ_j S_ij θ_j``.
 The kernel smoothing is computed exactly-in-float with a rank-(M+1) Taylor factorization of
-``exp(2 s_v s_u / σ²)`` (no dense n × n kernel; M the smallest order below float32 resolution).
+``exp(2 s_v s_u / σ²)`` (no dense n × n kernel; M the smallest order below float32 resolution),
+and — being linear over rows — applied to the classifier's C-column projection ``h W_zᵀ`` rather
+than to ``h`` itself (:func:`smoothed_projection`; the same value, far fewer passes over the hidden layer).
 FedAux-1R = one round: 100 local epochs from W0 (+ a₀), one upload, the first personalized
 aggregate, no post-return training.
 Defaults: σ = 1 (FedAux's parser), scale 10.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import math
@@ -68,23 +71,44 @@ def kernel_features(s: Tensor, sigma: float, order: int) -> Tensor:
     return torch.cat([base, step], -1).cumprod(-1)
 
 
+def _cosine(num: Tensor, norm: Tensor, eps: float = 1e-8) -> Tensor:
+    """``num / max(norm, eps)`` with the clamp outside autograd (ATen's cosine): ``num = h·â``, ``norm = ‖h‖``."""
+    return num / (norm + (norm.clamp_min(eps) - norm).detach())
+
+
 def cosine_to(h: Tensor, a: Tensor, eps: float = 1e-8) -> Tensor:
     """``cos(h_v, a)`` for every row of ``h`` [..., n, d] (``a`` [..., d]): ``F.cosine_similarity``'s value
     and gradient (the norms clamped at ``eps`` outside autograd, as ATen does), as one product-sum over
     ``d`` — a backward of a few passes over ``h`` instead of about ten."""
-    num = (h * F.normalize(a, dim=-1).unsqueeze(-2)).sum(-1)
-    norm = torch.linalg.vector_norm(h, dim=-1)
-    return num / (norm + (norm.clamp_min(eps) - norm).detach())
+    return _cosine((h * F.normalize(a, dim=-1).unsqueeze(-2)).sum(-1), torch.linalg.vector_norm(h, dim=-1), eps)
+
+
+def _smooth(s: Tensor, v: Tensor, sigma: float, order: int | None) -> Tensor:
+    """``κ v / κ 1`` with ``κ_vu = exp(−(s_v − s_u)²/σ²)`` over the rows of ``v`` [..., n, c] — factorized,
+    products of matrices only (no dense n × n kernel, no matrix-vector bmm)."""
+    phi = kernel_features(s, sigma, taylor_order(sigma) if order is None else order)
+    den = (phi * phi.sum(-2, keepdim=True)).sum(-1, keepdim=True)  # row v: Σ_u κ_vu = φ(s_v)·Σ_u φ(s_u)
+    return (phi @ (phi.transpose(-1, -2) @ v)) / den
 
 
 def kernel_smooth(h: Tensor, a: Tensor, sigma: float = 1.0, order: int | None = None) -> Tensor:
     """FedAux's kernel aggregation ``z = κ h / κ 1`` with ``κ_vu = exp(−(s_v − s_u)²/σ²)``,
     ``s = cos(h, a)`` — factorized, O(n · M · d) (``order`` None: :func:`taylor_order`). ``h`` [..., n, d],
     ``a`` [..., d] (leading dims: models, each smoothed over its own n rows)."""
-    s = cosine_to(h, a)
-    phi = kernel_features(s, sigma, taylor_order(sigma) if order is None else order)
-    den = (phi * phi.sum(-2, keepdim=True)).sum(-1, keepdim=True)  # row v: Σ_u κ_vu = φ(s_v)·Σ_u φ(s_u)
-    return (phi @ (phi.transpose(-1, -2) @ h)) / den  # products of matrices only: no matrix-vector bmm
+    return _smooth(cosine_to(h, a), h, sigma, order)
+
+
+def smoothed_projection(h: Tensor | Sequence[Tensor], a: Tensor, w: Tensor, sigma: float = 1.0,
+                        order: int | None = None) -> Tensor:
+    """``kernel_smooth(h, a) @ wᵀ`` ([S, n, c]; ``w`` [S, c, d]) reassociated as ``κ (h wᵀ) / κ 1``: the
+    kernel is linear over rows, so it smooths the c-column projection instead of the d-column ``h``,
+    and ``h wᵀ`` and the score's ``h · â`` are one product ``h [wᵀ | â]``. ``h``: [S, n, d], or the S
+    models' [n, d] rows as a list (not copied into a stack)."""
+    hs = list(h.unbind(0)) if isinstance(h, Tensor) else list(h)
+    proj = torch.cat([w.transpose(-1, -2), F.normalize(a, dim=-1).unsqueeze(-1)], -1)  # [S, d, c + 1]
+    both = torch.stack([x @ p for x, p in zip(hs, proj.unbind(0), strict=True)])
+    s = _cosine(both[..., -1], torch.stack([torch.linalg.vector_norm(x, dim=-1) for x in hs]))
+    return _smooth(s, both[..., :-1], sigma, order)
 
 
 def _propagate(P: Tensor, t: Tensor) -> Tensor:
@@ -146,19 +170,19 @@ class FedAux(FederatedMethod):
         total: Any = 0.0  # a tensor after the first client
         for k, pos in step.by_client():  # the S models of one client share its graph: stacked [S, n, ·]
             c = ctx.fg.clients[k]
-            h = torch.stack([step.hidden[i] for i in pos])
-            dev = h.device
-            z = kernel_smooth(h, step.params[AUX_KEY][pos], self.cfg.sigma)
+            h = [step.hidden[i] for i in pos]
+            dev = h[0].device
+            aux = step.params[AUX_KEY][pos]
             P = ctx.state["P"][k].to(dev)
             tm = c.train_mask.to(dev)
             y = c.y.to(dev)[tm].repeat(len(pos))
             if self.cfg.head == "concat":  # CE of P(h W_h + z W_z) + b replaces the trainer's CE of P(h W_h) + b
                 logits = torch.stack([step.logits[i][tm] for i in pos])
-                extra = _propagate(P, z @ step.params[ZW_KEY][pos].transpose(1, 2))[:, tm]
+                extra = _propagate(P, smoothed_projection(h, aux, step.params[ZW_KEY][pos], self.cfg.sigma))[:, tm]
                 total = total + _summed_ce(logits + extra, y) - _summed_ce(logits, y)
             else:
                 w2 = effective_weight({n: v[pos] for n, v in step.params.items()}, 2)
-                out = _propagate(P, z @ w2.transpose(1, 2)) + step.params["conv2.bias"][pos].unsqueeze(1)
+                out = _propagate(P, smoothed_projection(h, aux, w2, self.cfg.sigma)) + step.params["conv2.bias"][pos].unsqueeze(1)
                 total = total + self.cfg.aux_weight * _summed_ce(out[:, tm], y)
         return total
 
@@ -169,8 +193,8 @@ class FedAux(FederatedMethod):
         z_plain, h = gcn_forward(params, client.x, P, return_hidden=True)
         if self.cfg.head != "concat":
             return z_plain
-        z = kernel_smooth(h, params[AUX_KEY], self.cfg.sigma)
-        return z_plain + torch.sparse.mm(P, z @ params[ZW_KEY].t())
+        zw = smoothed_projection(h.unsqueeze(0), params[AUX_KEY].unsqueeze(0), params[ZW_KEY].unsqueeze(0), self.cfg.sigma)
+        return z_plain + torch.sparse.mm(P, zw[0])
 
     def aggregate(self, ctx, trained, stats):
         if self.cfg.similarity == "aux":
