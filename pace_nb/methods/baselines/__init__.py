@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from pace_nb.methods.baselines import (fedavg, fedprox, fednova, fedrcl, fedpub, fedtad, fedgta,  # noqa: F401
                                        fedaux, fedproto, moon, fedopt)
-from pace_nb.methods.baselines.base import FederatedMethod, FederatedRun, FedContext, make_method, mix, train_federated
-from pace_nb.methods.baselines.runs import evaluate_run, run_federated
+from pace_nb.methods.baselines.base import (FederatedMethod, FedContext, make_method, mix, run_federated,
+                                            train_federated)
+from pace_nb.methods.baselines.runs import FederatedRun, evaluate_run
 from pace_nb.methods import contract
 from pace_nb.methods.registry import METHODS
 

@@ -41,6 +41,7 @@ from pace_nb.methods.registry import check_method_params
 from pace_nb.data.federation import FederatedGraph
 from pace_nb.nn.gcn import WEIGHT_KEYS, Params, init_params, stack_params
 from pace_nb.nn.training import LocalModels, TrainConfig, TrainStep, shared_layouts, train_models
+from pace_nb.methods.baselines.runs import FederatedRun, evaluate_run
 from pace_nb.methods.baselines.aggregation import (broadcast, mix, nbytes, per_seed, size_weights,  # noqa: F401 (re-exported)
                                                    weighted_mean)
 
@@ -178,8 +179,6 @@ class FederatedMethod(Method):
             local_logits = None
         fed = train_federated(fg, method, rounds, local_epochs, seeds, config=config, local=local, device=device,
                               progress=progress)
-        from pace_nb.methods.baselines.runs import evaluate_run
-
         return evaluate_run(fg, fed, local, local_logits=local_logits)
 
     # -- hooks --------------------------------------------------------------------------
@@ -256,35 +255,6 @@ class FederatedMethod(Method):
 
 
 # ----------------------------------------------------------------------------- driver
-
-
-@dataclass
-class FederatedRun:
-    """Result of :func:`train_federated` (batched Params, seed-major ``b = s*K + k``, CPU)."""
-
-    method: str
-    seeds: tuple[int, ...]
-    num_clients: int
-    rounds: int
-    local_epochs: int
-    returned: Params  # what each receiver deploys after the last round
-    trained: Params  # the client models of the last local phase (uploads)
-    bytes_up: list[int]
-    bytes_down: list[int]
-    seconds: float
-    params: dict[str, Any]
-    history: list[dict[str, Any]] = field(default_factory=list)
-    forward: Any = None  # the method's eval_forward, when its deployed model is not the plain GCN
-
-    def model(self, s: int, k: int) -> Params:
-        """Deployed Params of client ``k`` under the ``s``-th seed."""
-        if not (0 <= s < len(self.seeds) and 0 <= k < self.num_clients):
-            raise ConfigError(f"no model (seed #{s}, client {k}); {len(self.seeds)} seeds × {self.num_clients} clients")
-        return {n: v[s * self.num_clients + k] for n, v in self.returned.items()}
-
-    def models(self) -> list[list[Params]]:
-        """``[seed][client]`` deployed Params."""
-        return [[self.model(s, k) for k in range(self.num_clients)] for s in range(len(self.seeds))]
 
 
 def _extra_loss(method: FederatedMethod, ctx: FedContext, step: TrainStep) -> Tensor:
@@ -372,3 +342,20 @@ def train_federated(fg: FederatedGraph, method: FederatedMethod | str, rounds: i
                                 **({"optimizer_state": method.optimizer_state} if int(rounds) > 1 else {}),
                                 **method.hyperparameters(), **method.diagnostics(ctx)},
                         history=history, forward=method.eval_forward)
+
+
+def run_federated(fg: FederatedGraph, method: FederatedMethod | str, seeds: Sequence[int] = PAPER_SEEDS,
+                  rounds: int = 1, local_epochs: int | None = None, *, config: TrainConfig = TrainConfig(),
+                  local: LocalModels | None = None, device="auto", progress: bool = True,
+                  method_params: dict | None = None, variants=("native", "cnll")) -> list[dict[str, Any]]:
+    """Train (:func:`train_federated`) and evaluate (:func:`evaluate_run`) one method: native
+    and +CNLL rows for every seed × receiver plus pooled rows. Local models (for CNLL) are
+    trained with :func:`pace_nb.nn.training.train_local` unless given."""
+    from pace_nb.nn.training import train_local
+
+    seeds = tuple(int(s) for s in seeds)
+    if local is None:
+        local = train_local(fg, seeds, config, device=device, progress=progress)
+    run = train_federated(fg, method, rounds, local_epochs, seeds, config=config, local=local, device=device,
+                          progress=progress, method_params=method_params)
+    return evaluate_run(fg, run, local, variants=variants)

@@ -1,18 +1,45 @@
-"""Evaluating a federated run (native and +CNLL rows per seed × receiver) and the train-then-evaluate
-entry point of one collaborative baseline."""
+"""A federated run's result (:class:`FederatedRun`) and its evaluation: native and +CNLL rows per seed ×
+receiver (:func:`evaluate_run`)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch import Tensor
 
-from pace_nb.core.config import PAPER_SEEDS
-from pace_nb.data.federation import FederatedGraph
 from pace_nb.core.errors import ConfigError
-from pace_nb.methods.baselines.base import FederatedMethod, FederatedRun, train_federated
-from pace_nb.nn.gcn import WEIGHT_KEYS
-from pace_nb.nn.training import LocalModels, TrainConfig
+from pace_nb.data.federation import FederatedGraph
+from pace_nb.nn.gcn import WEIGHT_KEYS, Params
+from pace_nb.nn.training import LocalModels
+
+
+@dataclass
+class FederatedRun:
+    """Result of :func:`train_federated` (batched Params, seed-major ``b = s*K + k``, CPU)."""
+
+    method: str
+    seeds: tuple[int, ...]
+    num_clients: int
+    rounds: int
+    local_epochs: int
+    returned: Params  # what each receiver deploys after the last round
+    trained: Params  # the client models of the last local phase (uploads)
+    bytes_up: list[int]
+    bytes_down: list[int]
+    seconds: float
+    params: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    forward: Any = None  # the method's eval_forward, when its deployed model is not the plain GCN
+
+    def model(self, s: int, k: int) -> Params:
+        """Deployed Params of client ``k`` under the ``s``-th seed."""
+        if not (0 <= s < len(self.seeds) and 0 <= k < self.num_clients):
+            raise ConfigError(f"no model (seed #{s}, client {k}); {len(self.seeds)} seeds × {self.num_clients} clients")
+        return {n: v[s * self.num_clients + k] for n, v in self.returned.items()}
+
+    def models(self) -> list[list[Params]]:
+        """``[seed][client]`` deployed Params."""
+        return [[self.model(s, k) for k in range(self.num_clients)] for s in range(len(self.seeds))]
 
 
 def evaluate_run(fg: FederatedGraph, run: FederatedRun, local: LocalModels, *, variants=("native", "cnll"),
@@ -47,20 +74,3 @@ def evaluate_run(fg: FederatedGraph, run: FederatedRun, local: LocalModels, *, v
                 method=run.method, variant=variant, bytes_up=run.bytes_up, bytes_down=run.bytes_down,
                 dense_bytes=dense, seconds=run.seconds / len(run.seeds), params=run.params)
     return rows
-
-
-def run_federated(fg: FederatedGraph, method: FederatedMethod | str, seeds: Sequence[int] = PAPER_SEEDS,
-                  rounds: int = 1, local_epochs: int | None = None, *, config: TrainConfig = TrainConfig(),
-                  local: LocalModels | None = None, device="auto", progress: bool = True,
-                  method_params: dict | None = None, variants=("native", "cnll")) -> list[dict[str, Any]]:
-    """Train (:func:`train_federated`) and evaluate (:func:`evaluate_run`) one method: native
-    and +CNLL rows for every seed × receiver plus pooled rows. Local models (for CNLL) are
-    trained with :func:`pace_nb.nn.training.train_local` unless given."""
-    from pace_nb.nn.training import train_local
-
-    seeds = tuple(int(s) for s in seeds)
-    if local is None:
-        local = train_local(fg, seeds, config, device=device, progress=progress)
-    run = train_federated(fg, method, rounds, local_epochs, seeds, config=config, local=local, device=device,
-                          progress=progress, method_params=method_params)
-    return evaluate_run(fg, run, local, variants=variants)
