@@ -28,9 +28,10 @@ import numpy as np
 import torch
 
 from pace_nb.core.io import atomic_write_json, atomic_write_npz
+from pace_nb.data.graph_cache import array_checksum
 from pace_nb.nn.training import LocalModels, TrainConfig
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 ENV = "PACE_NB_LOCAL_CACHE"
 
 
@@ -71,14 +72,6 @@ def _arrays(local: LocalModels) -> dict[str, np.ndarray]:
     return out
 
 
-def _checksum(arrays: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha256()
-    for k in sorted(arrays):
-        a = np.ascontiguousarray(arrays[k])
-        h.update(f"{k}:{a.dtype.str}:{a.shape}".encode() + a.tobytes())
-    return h.hexdigest()
-
-
 def _paths(key: str, folder: Path) -> tuple[Path, Path]:
     return folder / f"{key}.npz", folder / f"{key}.json"
 
@@ -99,7 +92,7 @@ def load(key: str, seeds: tuple[int, ...], num_clients: int, config: TrainConfig
             raise ValueError("its manifest does not match the setting")
         with np.load(npz, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-        if _checksum(arrays) != info.get("sha256"):
+        if array_checksum(arrays) != info.get("sha256"):
             raise ValueError("checksum mismatch")
         params = {k.split("/", 1)[1]: torch.from_numpy(v.copy()) for k, v in arrays.items() if k.startswith("params/")}
         init = [{k.split("/", 2)[2]: torch.from_numpy(v.copy()) for k, v in arrays.items()
@@ -129,7 +122,7 @@ def save(key: str, local: LocalModels) -> bool:
         atomic_write_npz(npz, **arrays)
         atomic_write_json(meta, {"version": CACHE_VERSION, "key": key, "seeds": list(local.seeds),
                                  "num_clients": local.num_clients, "config": dataclasses.asdict(local.config),
-                                 "sha256": _checksum(arrays)})
+                                 "sha256": array_checksum(arrays)})
     except OSError as exc:
         warnings.warn(f"cannot keep Local models in {folder} ({exc}); set ${ENV} to a writable folder or 'off'",
                       RuntimeWarning, stacklevel=2)

@@ -186,9 +186,9 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
              for k, v in init.items()}
     params = {k: (v.transpose(1, 2) if flip[k] else v) for k, v in store.items()}
     opt = make_optimizer(list(store.values()), config, optimizer, list(store), state, ids)
-    anchors = [] if proximal is None else [  # in the stored layout, like the weights they anchor
-        (store[k], (a.transpose(1, 2) if flip[k] else a).to(device, torch.float32).contiguous())
-        for k, a in proximal[1].items()]
+    mu, anchored = proximal if proximal is not None else (0.0, {})
+    anchors = [(store[k], (a.transpose(1, 2) if flip[k] else a).to(device, torch.float32).contiguous())
+               for k, a in anchored.items()]  # in the stored layout, like the weights they anchor
     g, offsets = chunk_layout(clients, props, client_of, nmax, sparse, device, layouts)
     sizes = g.sizes
     rows_total = sum(sizes) if nmax is None else b * nmax
@@ -221,7 +221,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), epoch, first_bad)
         loss.backward()
         for p, a in anchors:  # μ/2 ‖θ − θ_a‖²'s gradient μ (θ − θ_a): autograd's values, without its passes
-            d = torch.sub(p.detach(), a).mul_(proximal[0])  # type: ignore[index]
+            d = torch.sub(p.detach(), a).mul_(mu)
             if p.grad is None:
                 p.grad = d
             else:
