@@ -28,6 +28,36 @@ def test_truncated_svd_is_best_rank_r(shape, rank):
     assert np.linalg.matrix_rank(approx, tol=1e-4) == rank
 
 
+@pytest.mark.parametrize("shape", [(64, 500), (15, 64), (80, 20)])
+def test_truncated_svd_matches_lapack_svd_and_batches_bit_for_bit(shape):
+    """The Gram-matrix factors span numpy's (LAPACK) top-r singular subspace: the same product to
+    float32 precision, the same singular values, an orthonormal ``right``; a batch is each matrix's."""
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(4, *shape, generator=g) @ torch.diag(torch.linspace(3, 0.1, shape[1]))
+    left, right = lowrank.truncated_svd(a, 6)
+    u, sv, vt = np.linalg.svd(a.double().numpy(), full_matrices=False)
+    ref = np.einsum("bmr,br,brn->bmn", u[..., :6], sv[..., :6], vt[..., :6, :])
+    np.testing.assert_allclose((left @ right.mT).double().numpy(), ref, atol=2e-6 * np.abs(ref).max())
+    np.testing.assert_allclose(torch.linalg.vector_norm(left.double(), dim=-2).numpy(), sv[..., :6], rtol=1e-5)
+    eye = np.broadcast_to(np.eye(6), (4, 6, 6))
+    np.testing.assert_allclose((right.mT @ right).double().numpy(), eye, atol=1e-5)
+    for i in range(4):
+        one = lowrank.truncated_svd(a[i], 6)
+        assert torch.equal(one[0], left[i]) and torch.equal(one[1], right[i])
+
+
+def test_truncated_svd_of_rank_deficient_and_zero_matrices_is_finite():
+    """Fewer than r non-zero singular values: the product is still the matrix, the spare right
+    columns stay within the wire bound (|V| <= 1); a zero Δ (a client that did not train) gives zeros."""
+    g = torch.Generator().manual_seed(4)
+    a = torch.randn(64, 2, generator=g) @ torch.randn(2, 300, generator=g)
+    left, right = lowrank.truncated_svd(a, 6)
+    assert torch.isfinite(left).all() and torch.isfinite(right).all() and float(right.abs().max()) <= 1.0
+    np.testing.assert_allclose((left @ right.T).numpy(), a.numpy(), atol=1e-5 * float(a.abs().max()))
+    left, right = lowrank.truncated_svd(torch.zeros(64, 100), 6)
+    assert not left.any() and not right.any()
+
+
 def test_eligibility_and_dense_fallback():
     p = {"a": torch.randn(64, 100), "b": torch.randn(7, 64), "c": torch.randn(6, 64), "v": torch.randn(64)}
     car = lowrank.compress(p, 6)
