@@ -426,6 +426,49 @@ def test_fedaux_smoothed_projection_is_the_smoothed_hidden_layer_projected():
     torch.testing.assert_close(out[0][0][0], (k @ h0[0] / k.sum(1, keepdim=True)) @ w0[0].t(), rtol=1e-4, atol=1e-5)
 
 
+def test_fedaux_kernel_features_closed_form_gradient_and_transposed_ce():
+    """φ(s)'s closed-form backward passes gradcheck (float64) and matches autograd through the running
+    product; ``_summed_ce`` (log-softmax over a leading class axis) has cross-entropy's value and gradient."""
+    from pace_nb.methods.baselines.fedaux import _features, _summed_ce, kernel_features
+
+    s = torch.linspace(-1, 1, 41, dtype=torch.float64).requires_grad_(True)
+    for sigma, order in ((0.7, 12), (1.0, 15), (3.0, 4)):
+        assert torch.autograd.gradcheck(lambda x, sg=sigma, m=order: kernel_features(x, sg, m), (s,))
+    g = torch.Generator().manual_seed(8)
+    s0, up = torch.rand(3, 30, generator=g) * 2 - 1, torch.randn(3, 30, 16, generator=g)
+    a, b = s0.clone().requires_grad_(True), s0.clone().requires_grad_(True)
+    (kernel_features(a, 1.0, 15) * up).sum().backward()
+    (_features(b, 1.0, 15) * up).sum().backward()
+    assert torch.equal(kernel_features(s0, 1.0, 15), _features(s0, 1.0, 15))
+    torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)
+    z0, y = torch.randn(3, 20, 7, generator=g) * 4, torch.randint(0, 7, (60,), generator=g)
+    z1, z2 = z0.clone().requires_grad_(True), z0.clone().requires_grad_(True)
+    got, ref = _summed_ce(z1, y), F.cross_entropy(z2.reshape(-1, 7), y, reduction="sum") / 20
+    got.backward()
+    ref.backward()
+    torch.testing.assert_close(got, ref)
+    torch.testing.assert_close(z1.grad, z2.grad)
+
+
+def test_fedaux_training_rows_propagation_is_the_full_products_rows_bit_for_bit(fg):
+    """``_propagate`` over :func:`rows_operator` (P's training rows as CSR, its transpose for the gradient)
+    against the full sparse product read at the training rows: values and gradient bitwise equal."""
+    from pace_nb.methods.baselines.fedaux import _propagate, rows_operator
+    from pace_nb.nn.gcn import propagation_matrix
+
+    g = torch.Generator().manual_seed(7)
+    for c in fg.clients:
+        P, tm = propagation_matrix(c.edge_index, c.num_nodes), c.train_mask
+        t0, up = torch.randn(3, c.num_nodes, 5, generator=g), torch.randn(3, int(tm.sum()), 5, generator=g)
+        got, ref = t0.clone().requires_grad_(True), t0.clone().requires_grad_(True)
+        v = _propagate(rows_operator(P, tm), got)
+        w = torch.sparse.mm(P, ref.transpose(0, 1).reshape(c.num_nodes, 15)).view(c.num_nodes, 3, 5).transpose(0, 1)[:, tm]
+        (v * up).sum().backward()
+        (w * up).sum().backward()
+        assert v.shape == w.shape and torch.equal(v, w) and torch.equal(got.grad, ref.grad)
+        assert not bool(got.grad[:, ~(P.to_dense()[tm] != 0).any(0)].any())  # nodes no training row reads
+
+
 def test_fedaux_cosine_has_cosine_similaritys_value_and_gradient():
     """``cosine_to`` (FedAux's score s = cos(h, a), one product-sum) against ``F.cosine_similarity``:
     values and gradients on a stack, all-zero rows (a dead ReLU row) included."""

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pace_nb.core.validation import Interval, Options, param
-from pace_nb.nn.gcn import effective_weight, gcn_forward, propagation_matrix
+from pace_nb.nn.gcn import _SpMM, effective_weight, gcn_forward, propagation_matrix, to_csr
 from pace_nb.nn.training import TrainStep
 from pace_nb.methods.baselines.base import FedContext, FederatedMethod, mix
 from pace_nb.methods.baselines.fedpub import similarity_diagonal, similarity_weights
@@ -61,14 +61,40 @@ def taylor_order(sigma: float) -> int:
         m += 1
 
 
-def kernel_features(s: Tensor, sigma: float, order: int) -> Tensor:
-    """``φ(s) [..., n, M+1]``, ``φ_m(s) = exp(−s²/σ²) (√2 s/σ)^m / √(m!)``, so that
-    ``φ(s_v)·φ(s_u) = exp(−(s_v − s_u)²/σ²)`` up to the Taylor remainder of ``exp(2 s_v s_u / σ²)``
-    (|s| ≤ 1: remainder ≤ (2/σ²)^{M+1}/(M+1)!); the powers as one running product over m."""
+def _features(s: Tensor, sigma: float, order: int) -> Tensor:
     m = torch.arange(1, order + 1, dtype=s.dtype, device=s.device)
     step = ((math.sqrt(2.0) / sigma) * s).unsqueeze(-1) / m.sqrt()  # φ_m / φ_{m-1}
     base = torch.exp(-(s * s) / sigma**2).unsqueeze(-1)
     return torch.cat([base, step], -1).cumprod(-1)
+
+
+class _KernelFeatures(torch.autograd.Function):
+    """φ(s) with its closed-form derivative ``φ'_m = −(2s/σ²) φ_m + (√2/σ) √m φ_{m−1}`` (φ_{−1} = 0):
+    two product-sums over [..., n, M+1] instead of a running product's backward (flips, cumulative
+    sums and zero checks)."""
+
+    @staticmethod
+    def forward(ctx, s: Tensor, sigma: float, order: int) -> Tensor:
+        phi = _features(s, sigma, order)
+        ctx.save_for_backward(s, phi)
+        ctx.sigma = sigma
+        return phi
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        s, phi = ctx.saved_tensors
+        sigma = ctx.sigma
+        root = torch.arange(1, phi.shape[-1], dtype=phi.dtype, device=phi.device).sqrt()
+        up = (g[..., 1:] * phi[..., :-1] * root).sum(-1)
+        return (math.sqrt(2.0) / sigma) * up - (2.0 / sigma**2) * s * (g * phi).sum(-1), None, None
+
+
+def kernel_features(s: Tensor, sigma: float, order: int) -> Tensor:
+    """``φ(s) [..., n, M+1]``, ``φ_m(s) = exp(−s²/σ²) (√2 s/σ)^m / √(m!)``, so that
+    ``φ(s_v)·φ(s_u) = exp(−(s_v − s_u)²/σ²)`` up to the Taylor remainder of ``exp(2 s_v s_u / σ²)``
+    (|s| ≤ 1: remainder ≤ (2/σ²)^{M+1}/(M+1)!); the powers as one running product over m, the
+    gradient in closed form (:class:`_KernelFeatures`)."""
+    return _KernelFeatures.apply(s, float(sigma), int(order))
 
 
 def _cosine(num: Tensor, norm: Tensor, eps: float = 1e-8) -> Tensor:
@@ -111,15 +137,34 @@ def smoothed_projection(h: Tensor | Sequence[Tensor], a: Tensor, w: Tensor, sigm
     return _smooth(s, both[..., :-1], sigma, order)
 
 
-def _propagate(P: Tensor, t: Tensor) -> Tensor:
-    """``P t_s`` for every model s of a stack ``t`` [S, n, c] (one sparse product over [n, S·c])."""
+def rows_operator(P: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+    """``(P[rows], P[rows]ᵀ)`` as CSR for a sparse ``P`` [n, n] and a boolean row mask [n]: the propagation
+    read at the rows the loss reads (the training nodes) only, and its transpose for the gradient."""
+    P = P.coalesce()
+    r, c = P.indices()
+    keep = rows[r]
+    new_row = torch.cumsum(rows.long(), 0) - 1
+    sub = torch.sparse_coo_tensor(torch.stack([new_row[r[keep]], c[keep]]), P.values()[keep],
+                                  (int(rows.sum()), int(P.shape[1])), check_invariants=False).coalesce()
+    return to_csr(sub), to_csr(sub.t().coalesce())
+
+
+def _propagate(op: tuple[Tensor, Tensor], t: Tensor) -> Tensor:
+    """``(P t_s)[rows]`` for every model s of a stack ``t`` [S, n, c] (``op`` from :func:`rows_operator`):
+    one CSR product over [n, S·c], each output row ``P``'s own row sum — the values of ``(P t)[rows]``,
+    and a gradient that skips the rows the loss never reads."""
+    a, at = op
     n_s, n, c = t.shape
-    return torch.sparse.mm(P, t.transpose(0, 1).reshape(n, n_s * c)).view(n, n_s, c).transpose(0, 1)
+    return _SpMM.apply(a, at, t.transpose(0, 1).reshape(n, n_s * c)).view(-1, n_s, c).transpose(0, 1)
 
 
 def _summed_ce(logits: Tensor, y: Tensor) -> Tensor:
-    """Σ_s of each model's mean CE over its rows (``logits`` [S, m, C], ``y`` the S models' labels, [S·m])."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y, reduction="sum") / max(logits.shape[1], 1)
+    """Σ_s of each model's mean CE over its rows (``logits`` [S, m, C], ``y`` the S models' labels, [S·m]).
+
+    The log-softmax runs over the class axis laid out as rows ([C, S·m]): on the CPU, ATen's kernel over a
+    short last axis (C < 16) takes several times longer than over a leading one."""
+    lp = torch.log_softmax(logits.reshape(-1, logits.shape[-1]).t().contiguous(), 0)
+    return -lp.gather(0, y.unsqueeze(0)).sum() / max(logits.shape[1], 1)
 
 
 @register
@@ -164,7 +209,8 @@ class FedAux(FederatedMethod):
         return False
 
     def prepare(self, ctx: FedContext) -> None:
-        ctx.state["P"] = [propagation_matrix(c.edge_index, c.num_nodes) for c in ctx.fg.clients]
+        ctx.state["rows_op"] = [rows_operator(propagation_matrix(c.edge_index, c.num_nodes), c.train_mask)
+                                for c in ctx.fg.clients]
 
     def local_loss(self, step: TrainStep, ctx: FedContext) -> Tensor:
         total: Any = 0.0  # a tensor after the first client
@@ -173,17 +219,18 @@ class FedAux(FederatedMethod):
             h = [step.hidden[i] for i in pos]
             dev = h[0].device
             aux = step.params[AUX_KEY][pos]
-            P = ctx.state["P"][k].to(dev)
+            rows_p, rows_pt = ctx.state["rows_op"][k]
+            op = (rows_p.to(dev), rows_pt.to(dev))
             tm = c.train_mask.to(dev)
             y = c.y.to(dev)[tm].repeat(len(pos))
             if self.cfg.head == "concat":  # CE of P(h W_h + z W_z) + b replaces the trainer's CE of P(h W_h) + b
                 logits = torch.stack([step.logits[i][tm] for i in pos])
-                extra = _propagate(P, smoothed_projection(h, aux, step.params[ZW_KEY][pos], self.cfg.sigma))[:, tm]
+                extra = _propagate(op, smoothed_projection(h, aux, step.params[ZW_KEY][pos], self.cfg.sigma))
                 total = total + _summed_ce(logits + extra, y) - _summed_ce(logits, y)
             else:
                 w2 = effective_weight({n: v[pos] for n, v in step.params.items()}, 2)
-                out = _propagate(P, smoothed_projection(h, aux, w2, self.cfg.sigma)) + step.params["conv2.bias"][pos].unsqueeze(1)
-                total = total + self.cfg.aux_weight * _summed_ce(out[:, tm], y)
+                out = _propagate(op, smoothed_projection(h, aux, w2, self.cfg.sigma)) + step.params["conv2.bias"][pos].unsqueeze(1)
+                total = total + self.cfg.aux_weight * _summed_ce(out, y)
         return total
 
     @torch.no_grad()

@@ -42,8 +42,15 @@ from pace_nb.methods.contract import register
 from pace_nb.methods.metrics import predicted_class_entropy
 
 
+def class_masks(y: Tensor) -> tuple[Tensor, Tensor]:
+    """``(same, not_other)`` [n, n] of labels ``y``: same class; and NOT (same class, another sample) —
+    the entries the relaxation's minimum skips. They depend on the labels alone, so a client builds them once."""
+    same = y.view(-1, 1) == y.view(1, -1)
+    return same, ~same | torch.eye(y.shape[0], dtype=torch.bool, device=y.device)
+
+
 def rcl_loss(feat: Tensor, y: Tensor, tau: float = 0.05, threshold: float = 0.7, topk_neg: int = 2,
-             relax_weight: float = 1.0) -> Tensor:
+             relax_weight: float = 1.0, masks: tuple[Tensor, Tensor] | None = None) -> Tensor:
     """Released FedRCL loss of features ``[..., n, d]`` (leading dims: models sharing the labels ``[n]``)
     — the mean over anchors of the top-k supervised term plus ``relax_weight`` × the thresholded
     relaxation term (module doc); shape ``feat.shape[:-2]``.
@@ -51,17 +58,17 @@ def rcl_loss(feat: Tensor, y: Tensor, tau: float = 0.05, threshold: float = 0.7,
     The similarities are compared without autograd and only the selected pairs (hardest positive,
     top-k negatives, least-similar other) are recomputed as row dot products with gradient: the
     value and gradient of a min/top-k are those of the entries it selects, so the loss and its
-    gradient are the dense formulation's at O(n·d) autograd memory instead of O(n²)."""
+    gradient are the dense formulation's at O(n·d) autograd memory instead of O(n²). ``masks``:
+    :func:`class_masks` of ``y``, when the caller keeps them."""
     n = feat.shape[-2]
     if n == 0:
         return feat.sum((-2, -1)) * 0.0
     f = F.normalize(feat, dim=-1)
     with torch.no_grad():
         s = f @ f.transpose(-1, -2)
-        same = y.view(-1, 1) == y.view(1, -1)
-        others = same & ~torch.eye(n, dtype=torch.bool, device=feat.device)
+        same, not_other = class_masks(y) if masks is None else masks
         d = torch.diagonal(s, dim1=-2, dim2=-1).clone()
-        q_val, q_idx = s.masked_fill(~others, float("inf")).min(dim=-1)
+        q_val, q_idx = torch.where(not_other, float("inf"), s).min(dim=-1)
         neg_val, neg_idx = s.masked_fill_(same, float("-inf")).topk(min(int(topk_neg), n), dim=-1)  # s is spent
         keep_q = torch.isfinite(q_val) & (q_val >= threshold)
         # the hardest positive (self included) is the first index of min(s_ii, q_i): self, q's index, or on a tie the lower one
@@ -119,8 +126,12 @@ class FedRCL(FedAvg):
             dev = step.pre_hidden[pos[0]].device
             tm = c.train_mask.to(dev)
             feat = torch.stack([step.pre_hidden[i][tm] for i in pos])
-            total = total + rcl_loss(feat, c.y.to(dev)[tm], self.cfg.tau, self.cfg.threshold, self.cfg.topk_neg,
-                                     self.cfg.relax_weight).sum()
+            y = c.y.to(dev)[tm]
+            masks = ctx.state.setdefault("class_masks", {})
+            if k not in masks:
+                masks[k] = class_masks(y)
+            total = total + rcl_loss(feat, y, self.cfg.tau, self.cfg.threshold, self.cfg.topk_neg,
+                                     self.cfg.relax_weight, masks[k]).sum()
         return self.cfg.weight * total
 
     @torch.no_grad()
