@@ -157,8 +157,13 @@ def by_setting(cells: Iterable[Cell]) -> list[Cell]:
     per setting, also across experiments of a config (e.g. a table's variants of one setting)."""
     groups: dict[str, list[Cell]] = {}
     for cell in cells:
-        groups.setdefault(local_key(cell, "any") if cell.kind == "protocol" else cell.key, []).append(cell)
+        groups.setdefault(setting_key(cell), []).append(cell)
     return [cell for group in groups.values() for cell in group]
+
+
+def setting_key(cell: Cell) -> str:
+    """What a cell shares Local's models with other cells by: its :func:`local_key` (protocol cells), else its own key."""
+    return local_key(cell, "any") if cell.kind == "protocol" else cell.key
 
 
 def _shared_local(cell: Cell, reuse: LocalReuse, fg, data_root, device, config):

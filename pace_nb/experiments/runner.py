@@ -10,17 +10,18 @@ in flight and never duplicates rows.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import pandas as pd
 
 from pace_nb.core.config import progress as progress_bar
 from pace_nb.core.errors import MissingDataError
 from pace_nb.experiments import preflight
-from pace_nb.experiments.cells import Cell, LocalReuse, by_setting, run_cell
+from pace_nb.experiments.cells import Cell, LocalReuse, by_setting, run_cell, setting_key
 from pace_nb.experiments.grid import GridConfig, expand, load_config
 from pace_nb.experiments.provenance import provenance
 from pace_nb.experiments.store import ResultsStore
@@ -52,6 +53,26 @@ def _missing_data(cell: Cell, data_root) -> str | None:
         return None
     miss = missing_files(cell.dataset, data_root)
     return f"raw files missing in {raw_dir(cell.dataset, data_root)} ({', '.join(miss[:3])}…)" if miss else None
+
+
+def deferring_map(fn: Callable[[Cell], tuple], cells: Iterable[Cell]) -> Iterator[tuple]:
+    """``map(fn, cells)`` for a grid process sharing its store, except that once ``fn`` reports a cell
+    :data:`RUNNING_ELSEWHERE`, this process leaves that cell's setting (:func:`~pace_nb.experiments.cells.setting_key`)
+    to the other one and comes back to its remaining cells after all the others: the process computing it
+    runs the setting's cells next with its Local models in memory, where starting one here would train the
+    same Local models a second time, side by side."""
+    queue, later, busy = deque(cells), [], set()
+    while queue:
+        cell = queue.popleft()
+        if setting_key(cell) in busy:
+            later.append(cell)
+            continue
+        out = fn(cell)
+        if isinstance(out[1], str) and out[1] == RUNNING_ELSEWHERE:
+            busy.add(setting_key(cell))
+        yield out
+    for cell in later:  # their setting's process has most likely done them by now: each is done, skipped or run
+        yield fn(cell)
 
 
 def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None, executor=None, *,
@@ -127,7 +148,7 @@ def run_grid(config: GridConfig | str | Path, store: ResultsStore | None = None,
                 raise
             return cell, f"failed: {type(exc).__name__}: {exc}", time.perf_counter() - t0, None, None
 
-    results = (executor.map if executor is not None else map)(timed, todo)
+    results = executor.map(timed, todo) if executor is not None else deferring_map(timed, todo)
     bar = progress_bar(results, enabled=progress, total=len(todo), desc="grid", unit="cell", leave=True)
     for cell, rows, secs, claim, prov in bar:
         if isinstance(rows, str):  # failed (keep_going) or another process's cell: nothing is stored here

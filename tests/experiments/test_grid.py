@@ -391,3 +391,32 @@ def test_run_grid_start_rotates_the_cells_left_and_keeps_settings_whole(tmp_path
              start=0.5)
     keys = [c.key for c in cells]
     assert seen == keys[12:] + keys[:12]
+
+
+def test_a_setting_being_computed_elsewhere_is_left_to_that_process_until_the_end(tmp_path):
+    """When another process computes a cell, this one runs that cell's setting-mates (which would train
+    the same Local models a second time, side by side) after every other cell, not next."""
+    from pace_nb.experiments.cells import by_setting, setting_key
+    from pace_nb.experiments.runner import RUNNING_ELSEWHERE, deferring_map
+
+    cfg = parse_config(GRID)
+    cells = by_setting(expand(cfg, METHODS))
+    first = cells[0]
+    mates = [c for c in cells[1:] if setting_key(c) == setting_key(first)]
+    assert mates  # method_groups: two cells per setting
+    store = ResultsStore(tmp_path)
+    seen = []
+
+    def record(cell):
+        seen.append(cell.key)
+        return fake_runner(cell)
+
+    held = store.claim(first.key)
+    rep = run_grid(cfg, store, runner=record, known_methods=METHODS, progress=False)
+    assert {r["key"]: r["status"] for r in rep.records}[first.key] == RUNNING_ELSEWHERE
+    others = [c.key for c in cells[1:] if c not in mates]
+    assert seen == others + [c.key for c in mates]  # the mates last, everything else in order
+    held.release()
+    # the lazy map itself: a computed cell's result is passed through, a deferred one comes once, at the end
+    out = list(deferring_map(lambda c: (c, RUNNING_ELSEWHERE if c is first else "ok"), cells))
+    assert [c for c, _ in out] == [first] + [c for c in cells[1:] if c not in mates] + mates
