@@ -140,12 +140,7 @@ def smoothed_projection(h: Tensor | Sequence[Tensor], a: Tensor, w: Tensor, sigm
 def rows_operator(P: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
     """``(P[rows], P[rows]ᵀ)`` as CSR for a sparse ``P`` [n, n] and a boolean row mask [n]: the propagation
     read at the rows the loss reads (the training nodes) only, and its transpose for the gradient."""
-    P = P.coalesce()
-    r, c = P.indices()
-    keep = rows[r]
-    new_row = torch.cumsum(rows.long(), 0) - 1
-    sub = torch.sparse_coo_tensor(torch.stack([new_row[r[keep]], c[keep]]), P.values()[keep],
-                                  (int(rows.sum()), int(P.shape[1])), check_invariants=False).coalesce()
+    sub = P.coalesce().index_select(0, rows.nonzero().flatten()).coalesce()  # the rows, renumbered 0..m-1
     return to_csr(sub), to_csr(sub.t().coalesce())
 
 
