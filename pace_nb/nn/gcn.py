@@ -135,7 +135,10 @@ def dropout_masks_(out: Tensor, segments: Sequence[tuple[int, int]], p: float,
     if not 0.0 <= p < 1.0:
         raise ConfigError(f"dropout must be in [0, 1), got {p}")
     for (o, n), gen in zip(segments, generators, strict=True):
-        out[o:o + n].uniform_(0.0, 1.0, generator=gen)
+        if gen is None or gen.device == out.device:
+            out[o:o + n].uniform_(0.0, 1.0, generator=gen)
+        else:  # a CPU generator for a tensor on another device: the same draws, copied over
+            out[o:o + n].copy_(torch.empty(out[o:o + n].shape, dtype=out.dtype).uniform_(0.0, 1.0, generator=gen))
     return out.ge_(p).mul_(1.0 / (1.0 - p))
 
 

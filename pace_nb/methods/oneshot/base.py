@@ -64,7 +64,7 @@ def knn_graph(x: Tensor, k: int, groups: Tensor | None = None) -> Tensor:
     """Symmetric cosine kNN graph [2, e] (no self loops); with ``groups`` only within a group."""
     n = x.shape[0]
     if n < 2 or k < 1:
-        return torch.empty(2, 0, dtype=torch.long)
+        return torch.empty(2, 0, dtype=torch.long, device=x.device)
     z = F.normalize(x.float(), dim=1)
     sim = z @ z.T
     sim.fill_diagonal_(float("-inf"))
@@ -72,7 +72,7 @@ def knn_graph(x: Tensor, k: int, groups: Tensor | None = None) -> Tensor:
         sim = sim.masked_fill(groups.view(-1, 1) != groups.view(1, -1), float("-inf"))
     kk = min(int(k), n - 1)
     val, idx = sim.topk(kk, dim=1)
-    src = torch.arange(n).repeat_interleave(kk)
+    src = torch.arange(n, device=x.device).repeat_interleave(kk)
     keep = torch.isfinite(val.reshape(-1))
     ei = torch.stack([src[keep], idx.reshape(-1)[keep]])
     ei = torch.cat([ei, ei.flip(0)], dim=1)

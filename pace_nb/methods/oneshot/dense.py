@@ -113,16 +113,26 @@ def make_generator(nz: int, hidden: int, out: int) -> torch.nn.Sequential:
                                torch.nn.Linear(hidden, out))
 
 
+def _normal_(w: Tensor, mean: float, std: float, rng: torch.Generator) -> None:
+    """``w ~ N(mean, std)`` drawn by the (CPU) generator ``rng`` whatever ``w``'s device: the same values
+    on every device (in place on the CPU, copied onto another device)."""
+    if w.device == rng.device:
+        w.normal_(mean, std, generator=rng)
+    else:
+        w.copy_(torch.empty(w.shape, dtype=w.dtype).normal_(mean, std, generator=rng))
+
+
 @torch.no_grad()
 def reset_generator(gen: torch.nn.Sequential, out_bias: Tensor, rng: torch.Generator) -> None:
     """``reset_model``: linear weights N(0, 0.02), biases 0, BN scale N(1, 0.02), shift 0; then the
-    output bias is set to ``out_bias`` (graph adaptation, module docstring)."""
+    output bias is set to ``out_bias`` (graph adaptation, module docstring). The draws come from the
+    CPU generator ``rng`` on any device of ``gen``."""
     for m in gen.modules():
         if isinstance(m, torch.nn.Linear):
-            torch.nn.init.normal_(m.weight, 0.0, 0.02, generator=rng)
+            _normal_(m.weight, 0.0, 0.02, rng)
             m.bias.zero_()
         elif isinstance(m, torch.nn.BatchNorm1d):
-            torch.nn.init.normal_(m.weight, 1.0, 0.02, generator=rng)
+            _normal_(m.weight, 1.0, 0.02, rng)
             m.bias.zero_()
             m.reset_running_stats()
     last = gen[-1]
@@ -193,12 +203,13 @@ class Dense(OneShotMethod):
         return None  # DENSE trains its student while generating (server_train)
 
     def generate(self, ctx, T, stats, gen, out_bias, binary, student, epoch) -> PoolEntry:
-        """One epoch of ``AdvSynthesizer.synthesize``: the lowest-loss batch of ``g_steps`` steps."""
-        cfg, c, n = self.cfg, ctx.num_classes, self.cfg.synthesis_batch_size
+        """One epoch of ``AdvSynthesizer.synthesize``: the lowest-loss batch of ``g_steps`` steps (on
+        ``ctx.device``; noise and labels drawn on the CPU, so every device starts from the same batch)."""
+        cfg, c, n, dev = self.cfg, ctx.num_classes, self.cfg.synthesis_batch_size, ctx.device
         rng = ctx.generator(-1, salt=1000 + epoch)
         reset_generator(gen, out_bias, rng)
-        z = torch.randn(n, cfg.nz, generator=rng).requires_grad_(True)
-        y = torch.randint(0, c, (n,), generator=rng).sort()[0]
+        z = torch.randn(n, cfg.nz, generator=rng).to(dev).requires_grad_(True)
+        y = torch.randint(0, c, (n,), generator=rng).sort()[0].to(dev)
         opt = torch.optim.Adam([{"params": list(gen.parameters())}, {"params": [z]}], cfg.lr_g, betas=(0.5, 0.999))
         fixed = {k: v.detach() for k, v in student.items()}
         best, best_cost = None, float("inf")
@@ -220,19 +231,22 @@ class Dense(OneShotMethod):
         return best
 
     def server_train(self, ctx, messages, graph):
-        cfg = self.cfg
+        """The generator and student loops on ``ctx.device`` (``cuda`` when present); the global model
+        comes back on the CPU."""
+        cfg, dev = self.cfg, ctx.device
         T = stack_teachers([{n: m[f"model.{n}"] for n in WEIGHT_KEYS} for m in messages])
         ctx.state["dense_teachers"] = T
-        stats = ((torch.stack([m["bn.mean"] for m in messages]), torch.stack([m["bn.var"] for m in messages]))
+        T = {n: v.to(dev) for n, v in T.items()}
+        stats = ((torch.stack([m["bn.mean"] for m in messages]).to(dev), torch.stack([m["bn.var"] for m in messages]).to(dev))
                  if cfg.bn > 0 else None)
         sizes = torch.stack([m["counts"].sum() for m in messages])
         x_mean = (torch.stack([m["x.mean"] for m in messages]) * sizes[:, None]).sum(0) / sizes.sum()
         binary = all(float(m["binary"][0]) > 0.5 for m in messages)
-        out_bias = torch.logit(x_mean.clamp(1e-4, 1 - 1e-4)) if binary else x_mean
+        out_bias = (torch.logit(x_mean.clamp(1e-4, 1 - 1e-4)) if binary else x_mean).to(dev)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)  # the shapes only: every value is drawn by reset_generator
-            gen = make_generator(cfg.nz, cfg.gen_hidden, ctx.num_features)
-        student = {k: v.clone().requires_grad_(True) for k, v in ctx.init_model().items()}
+            gen = make_generator(cfg.nz, cfg.gen_hidden, ctx.num_features).to(dev)
+        student = {k: v.to(dev).clone().requires_grad_(True) for k, v in ctx.init_model().items()}
         opt_s = torch.optim.SGD(student.values(), lr=cfg.lr, momentum=cfg.momentum)
         rng = ctx.generator(-1, salt=3)
         pool: list[PoolEntry] = []
@@ -246,7 +260,7 @@ class Dense(OneShotMethod):
                 opt_s.zero_grad()
                 kd_loss(e.t, gcn_forward(student, e.x, e.P), cfg.T).backward()
                 opt_s.step()
-        return {k: v.detach() for k, v in student.items()}
+        return {k: v.detach().cpu() for k, v in student.items()}
 
     def diagnostics(self, ctx, fg) -> dict:
         """The teachers' ensemble on the complete graph (what DENSE distils), in percent."""

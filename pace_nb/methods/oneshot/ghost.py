@@ -123,8 +123,8 @@ def proxy_edges(x: Tensor, k: int) -> Tensor:
 
 
 def dense_adjacency(edge_index: Tensor, n: int) -> Tensor:
-    """0/1 adjacency [n, n] of ``edge_index`` (duplicates merged)."""
-    a = torch.zeros(n, n)
+    """0/1 adjacency [n, n] of ``edge_index`` (duplicates merged), on its device."""
+    a = torch.zeros(n, n, device=edge_index.device)
     a[edge_index[0], edge_index[1]] = 1.0
     return a
 

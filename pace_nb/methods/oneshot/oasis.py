@@ -68,7 +68,8 @@ class Synthesizer(torch.nn.Module):
         self.net = mlp([noise_dim + num_classes, hidden, hidden, hidden, num_features], seed)
 
     def forward(self, y: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        eps = torch.randn(len(y), self.noise_dim, generator=generator)
+        """Features of labels ``y``; the noise is drawn by the (CPU) ``generator`` and moved to ``y``'s device."""
+        eps = torch.randn(len(y), self.noise_dim, generator=generator).to(y.device)
         return self.net(torch.cat([eps, F.one_hot(y, self.num_classes).float()], 1))
 
 
@@ -133,10 +134,10 @@ class Oasis(OneShotMethod):
     # -- client -------------------------------------------------------------------------------
     def train_synthesizer(self, ctx, k, client) -> Synthesizer:
         """Client k's synthesizer: ``T_S`` Adam epochs of App. B's objective on its labelled nodes."""
-        cfg, mask = self.cfg, client.train_mask
-        x, y = client.x[mask].float(), client.y[mask].long()
-        a_real = induced_adjacency(client.edge_index, mask)
-        synth = self.synthesizer(ctx, int(ctx.generator(k, salt=21).initial_seed()) % (2**31))
+        cfg, mask, dev = self.cfg, client.train_mask, ctx.device
+        x, y = client.x[mask].float().to(dev), client.y[mask].long().to(dev)
+        a_real = induced_adjacency(client.edge_index, mask).to(dev)
+        synth = self.synthesizer(ctx, int(ctx.generator(k, salt=21).initial_seed()) % (2**31)).to(dev)
         rng = ctx.generator(k, salt=22)
 
         def loss():
@@ -150,20 +151,20 @@ class Oasis(OneShotMethod):
 
     def train_codebook(self, ctx, k, client) -> tuple[Params, torch.Tensor]:
         """Client k's teacher and Topological Codebook [M, D] after ``T_C`` epochs of :func:`codebook_loss`."""
-        cfg = self.cfg
-        theta = {n: ctx.local[k][n].detach().clone().requires_grad_(True) for n in WEIGHT_KEYS}
-        x, y = client.x.float(), client.y.long()
-        P = propagation_matrix(client.edge_index, client.num_nodes)
-        adj = dense_adjacency(client.edge_index, client.num_nodes)
+        cfg, dev = self.cfg, ctx.device
+        theta = {n: ctx.local[k][n].detach().to(dev).clone().requires_grad_(True) for n in WEIGHT_KEYS}
+        x, y, labelled = client.x.float().to(dev), client.y.long().to(dev), client.train_mask.to(dev)
+        P = propagation_matrix(client.edge_index.to(dev), client.num_nodes)
+        adj = dense_adjacency(client.edge_index.to(dev), client.num_nodes)
         seed = int(ctx.generator(k, salt=23).initial_seed()) % (2**31)
         with torch.no_grad():  # tokens start on encoded real nodes
             h = F.relu(torch.sparse.mm(P, x @ theta["conv1.weight"].t()) + theta["conv1.bias"])
-            pick = torch.randint(len(h), (cfg.codebook_size,), generator=ctx.generator(k, salt=24))
+            pick = torch.randint(len(h), (cfg.codebook_size,), generator=ctx.generator(k, salt=24)).to(dev)
         codebook = torch.nn.Parameter(h[pick].clone())
         dim = codebook.shape[1]
-        dec_x, dec_a = mlp([dim, ctx.num_features], seed), mlp([dim, dim], seed + 1)
+        dec_x, dec_a = mlp([dim, ctx.num_features], seed).to(dev), mlp([dim, dim], seed + 1).to(dev)
         params = [*theta.values(), codebook, *dec_x.parameters(), *dec_a.parameters()]
-        self._adam(params, lambda: codebook_loss(theta, codebook, dec_x, dec_a, x, P, adj, y, client.train_mask,
+        self._adam(params, lambda: codebook_loss(theta, codebook, dec_x, dec_a, x, P, adj, y, labelled,
                                                  eta=cfg.eta, lambda_o=cfg.lambda_o, lambda_c=cfg.lambda_c),
                    cfg.codebook_epochs)
         return {n: v.detach() for n, v in theta.items()}, codebook.detach().clone()
@@ -179,10 +180,12 @@ class Oasis(OneShotMethod):
             opt.step()
 
     def client_message(self, ctx, k, client):
+        """Trains on ``ctx.device`` (``cuda`` when present); the upload's tensors are on the CPU."""
         synth = self.train_synthesizer(ctx, k, client)
         teacher, codebook = self.train_codebook(ctx, k, client)
-        return {**{f"teacher.{n}": v for n, v in teacher.items()}, **module_message("synth", synth),
-                "codebook": codebook, "nodes": torch.tensor([float(client.num_nodes)])}
+        message = {**{f"teacher.{n}": v for n, v in teacher.items()}, **module_message("synth", synth),
+                   "codebook": codebook, "nodes": torch.tensor([float(client.num_nodes)])}
+        return {name: v.cpu() for name, v in message.items()}
 
     def budget(self) -> str:
         c = self.cfg
@@ -201,32 +204,32 @@ class Oasis(OneShotMethod):
 
     def proxy_graph(self, ctx, message, rng: torch.Generator):
         """One client's proxy graph: (features [N̂_k, F], propagation matrix, class-balanced labels)."""
-        synth = load_module("synth", self.synthesizer(ctx, 0), message)
+        synth = load_module("synth", self.synthesizer(ctx, 0), message).to(ctx.device)
         n = int(message["nodes"][0])
         with torch.no_grad():
-            y = balanced_labels(n, ctx.num_classes, rng)
+            y = balanced_labels(n, ctx.num_classes, rng).to(ctx.device)
             x = synth(y, rng)
         return x, propagation_matrix(L.synthetic_adjacency(x, self.cfg.knn), n), y
 
     def server_train(self, ctx, messages, graph):
-        cfg, tc = self.cfg, ctx.config
+        cfg, tc, dev = self.cfg, ctx.config, ctx.device
         rng, drop = ctx.generator(-1, salt=25), ctx.generator(-1, salt=26)
         parts = []
         for m in messages:
             x, P, y = self.proxy_graph(ctx, m, rng)
-            teacher = {n: m[f"teacher.{n}"] for n in WEIGHT_KEYS}
+            teacher, book = {n: m[f"teacher.{n}"].to(dev) for n in WEIGHT_KEYS}, m["codebook"].to(dev)
             with torch.no_grad():
                 t_logits, t_h = gcn_forward(teacher, x, P, return_hidden=True)
-            parts.append((x, P, y, t_logits, L.soft_assignment(t_h, m["codebook"]), m["codebook"],
+            parts.append((x, P, y, t_logits, L.soft_assignment(t_h, book), book,
                           L.head_cost(teacher["conv2.weight"], cfg.kappa)))
         ctx.state["oasis_teachers"] = stack_teachers([{n: m[f"teacher.{n}"] for n in WEIGHT_KEYS} for m in messages])
         ctx.state["oasis_proxy_agreement"] = (sum(int((p[3].argmax(1) == p[2]).sum()) for p in parts),
                                               sum(len(p[2]) for p in parts))
         total = sum(len(p[2]) for p in parts)
-        student = {n: v.clone().requires_grad_(True) for n, v in ctx.init_model().items()}
+        student = {n: v.to(dev).clone().requires_grad_(True) for n, v in ctx.init_model().items()}
 
         def loss():
-            out = torch.zeros(())
+            out = torch.zeros((), device=dev)
             for x, P, y, t_logits, b_t, book, cost in parts:
                 z, h = gcn_forward(student, x, P, dropout=tc.dropout, training=True, generator=drop, return_hidden=True)
                 out = out + F.cross_entropy(z, y, reduction="sum") / total \
@@ -240,7 +243,7 @@ class Oasis(OneShotMethod):
                 opt.zero_grad()
                 loss().backward()
                 opt.step()
-        return {n: v.detach() for n, v in student.items()}
+        return {n: v.detach().cpu() for n, v in student.items()}
 
     def diagnostics(self, ctx, fg) -> dict:
         """Readings of what the server distils (percent): the uploaded teachers' ensemble on the

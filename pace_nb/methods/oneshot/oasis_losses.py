@@ -34,14 +34,14 @@ def synthetic_adjacency(x: Tensor, k: int) -> Tensor:
     (i itself excluded), symmetrised and deduplicated."""
     n = x.shape[0]
     if n < 2 or k < 1:
-        return torch.empty(2, 0, dtype=torch.long)
+        return torch.empty(2, 0, dtype=torch.long, device=x.device)
     h = torch.sigmoid(x.detach().float() @ x.detach().float().T)
     h.fill_diagonal_(float("-inf"))
     kk = min(int(k), n - 1)
     idx = h.topk(kk, dim=1).indices
-    src = torch.arange(n).repeat_interleave(kk)
+    src = torch.arange(n, device=x.device).repeat_interleave(kk)
     ei = torch.stack([src, idx.reshape(-1)])
-    flat = torch.unique(torch.cat([ei, ei.flip(0)], 1).mul(torch.tensor([[n], [1]])).sum(0))
+    flat = torch.unique(torch.cat([ei, ei.flip(0)], 1).mul(torch.tensor([[n], [1]], device=x.device)).sum(0))
     return torch.stack([flat // n, flat % n])
 
 
@@ -59,7 +59,7 @@ def orthogonality(codebook: Tensor) -> Tensor:
     """``‖Ê Êᵀ − I‖²_F / M²`` of the l2-normalised codes ``Ê`` [M, D]: zero when they are orthonormal."""
     e = F.normalize(codebook, dim=1)
     m = e.shape[0]
-    return ((e @ e.T - torch.eye(m, dtype=e.dtype)) ** 2).sum() / m**2
+    return ((e @ e.T - torch.eye(m, dtype=e.dtype, device=e.device)) ** 2).sum() / m**2
 
 
 def head_cost(weight: Tensor, kappa: float = 1.0) -> Tensor:
