@@ -54,14 +54,17 @@ def config_times(store_dir: str, config_paths) -> pd.DataFrame:
         cells = _concat_cells(cells, _store_cells(sub) if sub is not None else None)
     keys = cells["setting_key"] if "setting_key" in cells else cells["key"]
     have = dict(zip(keys, cells["wall_seconds"], strict=True))
-    return pd.DataFrame([{"config": name, "key": c["key"], "seconds": have[c["key"]]}
+    prov = dict(zip(keys, cells["provenance"] if "provenance" in cells else [None] * len(cells), strict=True))
+    return pd.DataFrame([{"config": name, "key": c["key"], "seconds": have[c["key"]], "provenance": prov[c["key"]]}
                          for name, cs in config_cells(config_paths).items() for c in cs if c["key"] in have],
-                        columns=["config", "key", "seconds"])
+                        columns=["config", "key", "seconds", "provenance"])
 
 
 def config_lines(before: pd.DataFrame, after: pd.DataFrame, config_paths) -> list[str]:
-    """Per config: cells and summed wall time in each store, and the ratio over the cells both hold."""
+    """Per config: cells and summed wall time in each store, and the ratio over the cells both hold; then
+    the memory bandwidth each store's cells record."""
     from pace_nb.analysis.report import config_cells
+    from pace_nb.experiments.provenance import bandwidths
 
     total = {name: len(cs) for name, cs in config_cells(config_paths).items()}
     both = before.merge(after, on=["config", "key"], suffixes=("_before", "_after"))
@@ -79,7 +82,10 @@ def config_lines(before: pd.DataFrame, after: pd.DataFrame, config_paths) -> lis
                          both[both.config == name]))
     tb, ta = before.seconds.sum(), after.seconds.sum()
     lines += [row("all", sum(total.values()), before, after, both),
-              "", f"Total wall time: before {tb / 3600:.2f} h, after {ta / 3600:.2f} h.", ""]
+              "", f"Total wall time: before {tb / 3600:.2f} h, after {ta / 3600:.2f} h.", "",
+              "Memory bandwidth (single-threaded triad) the cells' manifests record — the trainer is bound by "
+              f"memory traffic, so seconds compare only beside it: before {bandwidths(before.provenance)}; "
+              f"after {bandwidths(after.provenance)}.", ""]
     return lines
 
 

@@ -50,19 +50,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def triad_bandwidth(n: int = 1 << 25, reps: int = 5) -> float:
-    """Bytes per second of ``a = b + s·c`` on ``n`` float32 elements (12 bytes moved per element)."""
-    import torch
-
-    b, c, a = torch.rand(n), torch.rand(n), torch.empty(n)
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.process_time()
-        torch.add(b, c, alpha=3.0, out=a)
-        best = min(best, time.process_time() - t0)
-    return 12 * n / best
-
-
 def floor_bytes(fg, num_seeds: int, hidden: int = 64) -> dict[str, float]:
     """The per-epoch byte counts of the module docstring, by term."""
     k, f, c = fg.num_clients, fg.num_features, fg.num_classes
@@ -141,7 +128,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     fg = build_federated(args.dataset, scheme=args.partition, num_clients=args.clients, seed=2024)
     seeds = tuple(PAPER_SEEDS)
-    bw = triad_bandwidth()
+    from pace_nb.experiments.provenance import triad_bandwidth
+
+    bw = triad_bandwidth()  # the same triad the grid records in every cell's provenance
     fb = floor_bytes(fg, len(seeds))
     with tempfile.TemporaryDirectory() as tmp:
         old = frozen_training(args.before, tmp) if args.before else None

@@ -223,8 +223,9 @@ def build_report(rows: pd.DataFrame, cells: pd.DataFrame, configs: Mapping[str, 
     out += ["", "## Provenance", "",
             "The commits the store's cells were computed from (each new cell's manifest records the package "
             "version, git commit and whether the tree had uncommitted changes, torch / PyG / NumPy versions, "
-            "device and thread count; cells stored before that was recorded say \"not recorded\").", ""]
-    out += _md_table(["commit", "cells", "device · threads", "torch · PyG · NumPy"],
+            "device and thread count, and the memory bandwidth measured before the process's first cell; cells "
+            "stored before that was recorded say \"not recorded\" or –).", ""]
+    out += _md_table(["commit", "cells", "device · threads", "torch · PyG · NumPy", "memory bandwidth"],
                      [list(r) for r in commit_table(_concat_cells(cells, draw_cells))])
     # -- time
     if cell_rows is not None:
@@ -296,10 +297,10 @@ def bound_lines(comps: Mapping[str, pd.DataFrame]) -> list[str]:
     return out
 
 
-def commit_table(cells: pd.DataFrame) -> list[tuple[str, int, str, str]]:
+def commit_table(cells: pd.DataFrame) -> list[tuple[str, int, str, str, str]]:
     """Per commit (:func:`~pace_nb.experiments.provenance.commit_label`, "not recorded" for old cells):
-    how many cells, and the devices/threads and software versions they record."""
-    from pace_nb.experiments.provenance import NOT_RECORDED, commit_label
+    how many cells, the devices/threads, software versions and memory bandwidths they record."""
+    from pace_nb.experiments.provenance import NOT_RECORDED, bandwidths, commit_label
 
     recs = cells["provenance"].tolist() if len(cells) and "provenance" in cells else [None] * len(cells)
     groups: dict[str, list] = {}
@@ -310,7 +311,9 @@ def commit_table(cells: pd.DataFrame) -> list[tuple[str, int, str, str]]:
         rs = [r for r in groups[label] if isinstance(r, Mapping)]
         dev = ", ".join(sorted({f"{r.get('device')} · {r.get('threads')}" for r in rs})) or "–"
         sw = ", ".join(sorted({f"{r.get('torch')} · {r.get('torch_geometric')} · {r.get('numpy')}" for r in rs})) or "–"
-        out.append((label if label == NOT_RECORDED else f"`{label}`", len(groups[label]), dev, sw))
+        bw = bandwidths(groups[label]).split(" (")[0] if rs else "–"
+        out.append((label if label == NOT_RECORDED else f"`{label}`", len(groups[label]), dev, sw,
+                    "–" if bw == NOT_RECORDED else bw))
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 
 import pandas as pd
+import pytest
 
 from fake_results import make_rows
 from pace_nb.experiments import provenance as pv
@@ -29,6 +30,7 @@ def test_a_new_cell_manifest_records_every_provenance_field(tmp_path):
     assert rec["package_version"] == __version__ and rec["torch"] == torch.__version__
     assert rec["numpy"] == numpy.__version__ and rec["device"] == "cpu" and rec["threads"] == torch.get_num_threads()
     assert isinstance(rec["cpus"], int) and rec["cpus"] >= 1
+    assert isinstance(rec["memory_gbps"], float) and rec["memory_gbps"] > 0  # measured before the first cell
     from pace_nb.core.config import repo_root
 
     commit, dirty = pv.git_state(repo_root())
@@ -58,9 +60,12 @@ def test_report_lists_commits_and_old_cells_as_not_recorded():
     rec = {"git_commit": "a" * 40, "git_dirty": True, "device": "cpu", "threads": 1, "torch": "2", "torch_geometric": "2.8",
            "numpy": "2.4"}
     cells = pd.DataFrame({"key": ["x", "y", "z"], "provenance": [rec, None, {**rec, "git_dirty": False}]})
-    assert commit_table(cells) == [("`aaaaaaaaaaaa`", 1, "cpu · 1", "2 · 2.8 · 2.4"),
-                                   ("`aaaaaaaaaaaa (dirty)`", 1, "cpu · 1", "2 · 2.8 · 2.4"),
-                                   ("not recorded", 1, "–", "–")]
+    assert commit_table(cells) == [("`aaaaaaaaaaaa`", 1, "cpu · 1", "2 · 2.8 · 2.4", "–"),
+                                   ("`aaaaaaaaaaaa (dirty)`", 1, "cpu · 1", "2 · 2.8 · 2.4", "–"),
+                                   ("not recorded", 1, "–", "–", "–")]
+    fast, slow = {**rec, "git_dirty": False, "memory_gbps": 27.8}, {**rec, "git_dirty": False, "memory_gbps": 12.4}
+    cells = pd.DataFrame({"key": ["x", "y", "z"], "provenance": [fast, slow, {**rec, "git_dirty": False}]})
+    assert commit_table(cells) == [("`aaaaaaaaaaaa`", 3, "cpu · 1", "2 · 2.8 · 2.4", "12.4–27.8 GB/s")]
     assert pv.commit_label(None) == pv.NOT_RECORDED and pv.commit_label({"git_commit": None}) == "no git checkout"
 
 
@@ -72,3 +77,26 @@ def test_machines_are_read_from_the_manifests():
     assert pv.machines([old, None, new, old, {}]) == \
         "cpu, 1 thread (2 cells); cuda:0 (16 CPUs), 4 threads (1 cell); not recorded (2 cells)"
     assert pv.machines([]) == "no cells"
+
+
+def test_bandwidths_name_the_range_and_the_cells_without_one():
+    assert pv.bandwidths([{"memory_gbps": 12.4}, None, {"memory_gbps": 27.8}, {"device": "cpu"}]) == \
+        "12.4–27.8 GB/s (2 cells); not recorded (2 cells)"
+    assert pv.bandwidths(iter([{"memory_gbps": 12.4}])) == "12.4 GB/s (1 cell)"
+    assert pv.bandwidths([None, {"memory_gbps": None}]) == pv.NOT_RECORDED
+
+
+def test_triad_bandwidth_is_bytes_moved_over_the_fastest_pass(monkeypatch):
+    """12 bytes per element (read b and c, write a) over the best of the passes' CPU times."""
+    clock = iter([0.0, 0.5, 1.0, 1.25, 2.0, 2.4])  # passes of 0.5, 0.25 and 0.4 s
+    monkeypatch.setattr(pv.time, "process_time", lambda: next(clock))
+    assert pv.triad_bandwidth(n=1000, reps=3) == pytest.approx(12 * 1000 / 0.25)
+
+
+def test_memory_bandwidth_is_measured_once_on_one_thread():
+    import torch
+
+    threads = torch.get_num_threads()
+    first = pv.memory_bandwidth()
+    assert first is not None and first > 0 and pv.memory_bandwidth() is first  # cached for the process
+    assert torch.get_num_threads() == threads  # the thread setting is restored
