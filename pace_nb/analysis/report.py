@@ -300,7 +300,7 @@ def bound_lines(comps: Mapping[str, pd.DataFrame]) -> list[str]:
 def commit_table(cells: pd.DataFrame) -> list[tuple[str, int, str, str, str]]:
     """Per commit (:func:`~pace_nb.experiments.provenance.commit_label`, "not recorded" for old cells):
     how many cells, the devices/threads, software versions and memory bandwidths they record."""
-    from pace_nb.experiments.provenance import NOT_RECORDED, bandwidths, commit_label
+    from pace_nb.experiments.provenance import NOT_RECORDED, bandwidth_span, commit_label
 
     recs = cells["provenance"].tolist() if len(cells) and "provenance" in cells else [None] * len(cells)
     groups: dict[str, list] = {}
@@ -311,9 +311,8 @@ def commit_table(cells: pd.DataFrame) -> list[tuple[str, int, str, str, str]]:
         rs = [r for r in groups[label] if isinstance(r, Mapping)]
         dev = ", ".join(sorted({f"{r.get('device')} · {r.get('threads')}" for r in rs})) or "–"
         sw = ", ".join(sorted({f"{r.get('torch')} · {r.get('torch_geometric')} · {r.get('numpy')}" for r in rs})) or "–"
-        bw = bandwidths(groups[label]).split(" (")[0] if rs else "–"
         out.append((label if label == NOT_RECORDED else f"`{label}`", len(groups[label]), dev, sw,
-                    "–" if bw == NOT_RECORDED else bw))
+                    bandwidth_span(rs) or "–"))
     return out
 
 

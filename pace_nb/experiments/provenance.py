@@ -125,17 +125,31 @@ def machine_label(record: Mapping[str, Any] | None) -> str:
             + (f", {threads} thread{'s' if threads != 1 else ''}" if threads is not None else ""))
 
 
+def _gbps(records: Iterable[Mapping[str, Any] | None]) -> tuple[list[float], int]:
+    """The memory bandwidths the records hold, and how many records hold none."""
+    recs = list(records)
+    got = [float(r["memory_gbps"]) for r in recs
+           if isinstance(r, Mapping) and isinstance(r.get("memory_gbps"), (int, float))]
+    return got, len(recs) - len(got)
+
+
+def bandwidth_span(records: Iterable[Mapping[str, Any] | None]) -> str | None:
+    """``"12.3–12.5 GB/s"`` (or one value) of the bandwidths the records measured; ``None`` when none has one."""
+    got, _ = _gbps(records)
+    if not got:
+        return None
+    lo, hi = min(got), max(got)
+    return f"{lo:.1f} GB/s" if lo == hi else f"{lo:.1f}–{hi:.1f} GB/s"
+
+
 def bandwidths(records: Iterable[Mapping[str, Any] | None]) -> str:
     """The memory bandwidths the records measured: ``"12.3–12.5 GB/s (40 cells)"``, plus the cells
     without one (``"not recorded (37 cells)"``); ``"not recorded"`` when none has one."""
     recs = list(records)
-    got = [float(r["memory_gbps"]) for r in recs
-           if isinstance(r, Mapping) and isinstance(r.get("memory_gbps"), (int, float))]
-    missing = len(recs) - len(got)
-    if not got:
+    got, missing = _gbps(recs)
+    span = bandwidth_span(recs)
+    if span is None:
         return NOT_RECORDED
-    lo, hi = min(got), max(got)
-    span = f"{lo:.1f} GB/s" if lo == hi else f"{lo:.1f}–{hi:.1f} GB/s"
     out = f"{span} ({len(got)} cell{'s' if len(got) != 1 else ''})"
     return out + (f"; {NOT_RECORDED} ({missing} cell{'s' if missing != 1 else ''})" if missing else "")
 

@@ -135,11 +135,17 @@ def dropout_masks_(out: Tensor, segments: Sequence[tuple[int, int]], p: float,
     if not 0.0 <= p < 1.0:
         raise ConfigError(f"dropout must be in [0, 1), got {p}")
     for (o, n), gen in zip(segments, generators, strict=True):
-        if gen is None or gen.device == out.device:
-            out[o:o + n].uniform_(0.0, 1.0, generator=gen)
-        else:  # a CPU generator for a tensor on another device: the same draws, copied over
-            out[o:o + n].copy_(torch.empty(out[o:o + n].shape, dtype=out.dtype).uniform_(0.0, 1.0, generator=gen))
+        drawn_(out[o:o + n], "uniform_", 0.0, 1.0, generator=gen)
     return out.ge_(p).mul_(1.0 / (1.0 - p))
+
+
+def drawn_(t: Tensor, fill: str, *args, generator: torch.Generator | None) -> Tensor:
+    """``t.<fill>(*args, generator=generator)`` (e.g. ``"uniform_"``, ``"normal_"``) on any device of ``t``:
+    in place where the generator lives on ``t``'s device, else drawn on the generator's device and copied
+    over — the same values a CPU generator gives on the CPU."""
+    if generator is None or generator.device == t.device:
+        return getattr(t, fill)(*args, generator=generator)
+    return t.copy_(getattr(torch.empty(t.shape, dtype=t.dtype, device=generator.device), fill)(*args, generator=generator))
 
 
 _BIT_TABLES: dict[tuple[str, torch.dtype], Tensor] = {}

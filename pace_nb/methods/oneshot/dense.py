@@ -48,7 +48,7 @@ from torch import Tensor
 from pace_nb.core.validation import Interval, param
 from pace_nb.methods import metrics
 from pace_nb.methods.oneshot.base import OneShotMethod, gcn_shapes, is_binary, knn_graph, label_counts
-from pace_nb.nn.gcn import WEIGHT_KEYS, gcn_forward, propagation_matrix
+from pace_nb.nn.gcn import WEIGHT_KEYS, drawn_, gcn_forward, propagation_matrix
 from pace_nb.methods.contract import register
 
 
@@ -113,15 +113,6 @@ def make_generator(nz: int, hidden: int, out: int) -> torch.nn.Sequential:
                                torch.nn.Linear(hidden, out))
 
 
-def _normal_(w: Tensor, mean: float, std: float, rng: torch.Generator) -> None:
-    """``w ~ N(mean, std)`` drawn by the (CPU) generator ``rng`` whatever ``w``'s device: the same values
-    on every device (in place on the CPU, copied onto another device)."""
-    if w.device == rng.device:
-        w.normal_(mean, std, generator=rng)
-    else:
-        w.copy_(torch.empty(w.shape, dtype=w.dtype).normal_(mean, std, generator=rng))
-
-
 @torch.no_grad()
 def reset_generator(gen: torch.nn.Sequential, out_bias: Tensor, rng: torch.Generator) -> None:
     """``reset_model``: linear weights N(0, 0.02), biases 0, BN scale N(1, 0.02), shift 0; then the
@@ -129,10 +120,10 @@ def reset_generator(gen: torch.nn.Sequential, out_bias: Tensor, rng: torch.Gener
     CPU generator ``rng`` on any device of ``gen``."""
     for m in gen.modules():
         if isinstance(m, torch.nn.Linear):
-            _normal_(m.weight, 0.0, 0.02, rng)
+            drawn_(m.weight, "normal_", 0.0, 0.02, generator=rng)
             m.bias.zero_()
         elif isinstance(m, torch.nn.BatchNorm1d):
-            _normal_(m.weight, 1.0, 0.02, rng)
+            drawn_(m.weight, "normal_", 1.0, 0.02, generator=rng)
             m.bias.zero_()
             m.reset_running_stats()
     last = gen[-1]
