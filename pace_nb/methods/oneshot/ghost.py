@@ -151,7 +151,7 @@ def topology_criterion(theta: Params, x: Tensor, edge_index: Tensor) -> Params:
     loops = torch.arange(n).repeat(2, 2)
     src, dst = torch.cat([edge_index, loops], 1)
     a = h @ w1
-    e = (a[src] * torch.tanh(a[dst])).sum(1)
+    e = (a.index_select(0, src) * torch.tanh(a.index_select(0, dst))).sum(1)  # index_add_ backward: no atomics
     keys = [k for k in th if th[k].requires_grad]
     grads = torch.autograd.grad((e ** 2).sum(), [th[k] for k in keys])
     return {k: g.detach() for k, g in zip(keys, grads, strict=True)}
