@@ -543,6 +543,19 @@ def test_one_round_rows_for_every_method(fg, local, name):
             assert r["acc"] == r["acc_local"]
 
 
+@pytest.mark.parametrize("name", method_names())  # every registered federated baseline
+def test_training_does_not_depend_on_the_chunking(fg, name):
+    """A model trains bitwise alike in any chunk of models (``max_batch``), whatever its method's local
+    terms: two rounds of two seeds × three clients, all six models in one chunk vs one model per chunk
+    (a loss that stacks one client's seeds must give each model the numbers it gets alone)."""
+    params = {"glb_epochs": 1, "num_gen": 30, "it_d": 2} if name == "fedtad" else {}
+    runs = [train_federated(fg, name, rounds=2, local_epochs=3, seeds=(SEED, SEED + 1), config=CFG, device="cpu",
+                            progress=False, max_batch=size, method_params=params) for size in (None, 1)]
+    for k in runs[0].trained:
+        assert torch.equal(runs[0].trained[k], runs[1].trained[k]), k
+        assert torch.equal(runs[0].returned[k], runs[1].returned[k]), k
+
+
 def test_fedproto_one_round_is_local(fg, local):
     run = train_federated(fg, "fedproto", 1, 10, (SEED,), config=CFG, local=local, device="cpu", progress=False)
     for k in local.params:

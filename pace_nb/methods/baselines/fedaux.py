@@ -156,10 +156,14 @@ def _propagate(op: tuple[Tensor, Tensor], t: Tensor) -> Tensor:
 def _summed_ce(logits: Tensor, y: Tensor) -> Tensor:
     """Σ_s of each model's mean CE over its rows (``logits`` [S, m, C], ``y`` the S models' labels, [S·m]).
 
-    The log-softmax runs over the class axis laid out as rows ([C, S·m]): on the CPU, ATen's kernel over a
-    short last axis (C < 16) takes several times longer than over a leading one."""
-    lp = torch.log_softmax(logits.reshape(-1, logits.shape[-1]).t().contiguous(), 0)
-    return -lp.gather(0, y.unsqueeze(0)).sum() / max(logits.shape[1], 1)
+    The log-softmax runs over the class axis laid out as rows ([C, m]): on the CPU, ATen's kernel over a
+    short last axis (C < 16) takes several times longer than over a leading one. One call per model: the
+    kernel's last columns take its scalar path, so over the S models' columns at once a model's numbers
+    would depend on how many models share the call (the trainer's chunks)."""
+    m = logits.shape[1]
+    total = torch.stack([-torch.log_softmax(z.t().contiguous(), 0).gather(0, t.unsqueeze(0)).sum()
+                         for z, t in zip(logits.unbind(0), y.view(logits.shape[0], m).unbind(0), strict=True)])
+    return total.sum() / max(m, 1)
 
 
 @register
