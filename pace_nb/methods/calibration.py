@@ -63,15 +63,27 @@ def risk_derivative(alpha: float, z_local, delta, y) -> float:
 
     (numpy: many tiny softmaxes are much cheaper there than in torch.)
     """
+    return derivative_at(z_local, delta, y)(alpha)
+
+
+def derivative_at(z_local, delta, y):
+    """``α ↦ R'(α)`` (:func:`risk_derivative`) for repeated evaluation, as the bisection does: the α-free
+    parts (the float64 arrays, the observed term ``d_{v,y_v}``) are formed once and the buffers reused —
+    the same operations in the same order, so the same bits."""
     zl, d = _as_f64(z_local), _as_f64(delta)
     y = np.asarray(y.cpu() if isinstance(y, Tensor) else y, dtype=np.int64).reshape(-1)
-    z = zl + alpha * d
-    z = z - z.max(axis=-1, keepdims=True)
-    p = np.exp(z)
-    p /= p.sum(axis=-1, keepdims=True)
-    expected = (p * d).sum(axis=-1)
     observed = np.take_along_axis(d, y[:, None], axis=-1)[:, 0]
-    return float((expected - observed).mean())
+    z, top, total = np.empty_like(zl), np.empty(zl.shape[:-1] + (1,)), np.empty(zl.shape[:-1] + (1,))
+
+    def at(alpha: float) -> float:
+        np.add(zl, np.multiply(d, alpha, out=z), out=z)  # z = zl + α d
+        np.amax(z, axis=-1, keepdims=True, out=top)
+        np.exp(np.subtract(z, top, out=z), out=z)
+        np.sum(z, axis=-1, keepdims=True, out=total)
+        np.multiply(np.divide(z, total, out=z), d, out=z)  # p ⊙ d
+        return float((z.sum(axis=-1) - observed).mean())
+
+    return at
 
 
 def validation_nll(z_local: Tensor, z_external: Tensor, y: Tensor, alpha: float) -> float:
@@ -91,15 +103,15 @@ def cnll_alpha(z_local: Tensor, z_external: Tensor, y: Tensor, config: CNLLConfi
         return 0.0
     zl = _as_f64(z_local)
     d = _as_f64(z_external) - zl
-    yn = y.detach().cpu().long().numpy()
-    if risk_derivative(0.0, zl, d, yn) >= 0:
+    derivative = derivative_at(zl, d, y.detach().cpu().long().numpy())
+    if derivative(0.0) >= 0:
         return 0.0
-    if risk_derivative(1.0, zl, d, yn) <= 0:
+    if derivative(1.0) <= 0:
         return 1.0
     lo, hi = 0.0, 1.0
     for _ in range(config.iterations):
         mid = 0.5 * (lo + hi)
-        if risk_derivative(mid, zl, d, yn) > 0:
+        if derivative(mid) > 0:
             hi = mid
         else:
             lo = mid

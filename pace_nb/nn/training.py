@@ -40,7 +40,7 @@ from pace_nb.nn.gcn import (Params, batched_forward, dropout_bits_, dropout_mask
 from pace_nb.nn import gcn as _gcn
 from pace_nb.nn.chunk import check_finite, chunk_layout, clear_shared_layouts, mask_rows, shared_layouts  # noqa: F401  (re-exported)
 from pace_nb.nn.inference import batched_logits, client_hidden, client_logits  # noqa: F401  (re-exported)
-from pace_nb.nn.optim import AdamState, make_optimizer
+from pace_nb.nn.optim import PROXIMAL_BLOCK, AdamState, add_proximal_, make_optimizer
 from pace_nb.nn.ragged import ragged_forward
 
 
@@ -189,6 +189,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     mu, anchored = proximal if proximal is not None else (0.0, {})
     anchors = [(store[k], (a.transpose(1, 2) if flip[k] else a).to(device, torch.float32).contiguous())
                for k, a in anchored.items()]  # in the stored layout, like the weights they anchor
+    prox_buf = torch.empty(PROXIMAL_BLOCK, device=device) if anchors else None
     g, offsets = chunk_layout(clients, props, client_of, nmax, sparse, device, layouts)
     sizes = g.sizes
     rows_total = sum(sizes) if nmax is None else b * nmax
@@ -221,11 +222,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), epoch, first_bad)
         loss.backward()
         for p, a in anchors:  # μ/2 ‖θ − θ_a‖²'s gradient μ (θ − θ_a): autograd's values, without its passes
-            d = torch.sub(p.detach(), a).mul_(mu)
-            if p.grad is None:
-                p.grad = d
-            else:
-                p.grad.add_(d)
+            add_proximal_(p, a, mu, prox_buf)
         opt.step()
         if curves is not None:
             with torch.no_grad():

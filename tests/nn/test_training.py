@@ -282,3 +282,27 @@ def test_bit_drawn_dropout_trains_and_does_not_depend_on_batching():
         TrainConfig(dropout=0.3, dropout_draw="bits")
     with pytest.raises(ConfigError, match="p = 0.5"):
         train_models(fg.clients, init, [7, 8, 9], [0, 1, 2], p3, dropout_draw="bits", device="cpu", progress=False)
+
+
+def test_proximal_gradient_in_blocks_is_the_whole_tensors_bit_for_bit():
+    """:func:`~pace_nb.nn.optim.add_proximal_` block by block (a tensor over three blocks, a ragged last one)
+    adds exactly ``(p − a) · μ`` as one pass does; without a gradient it sets it; a non-contiguous gradient
+    takes the one-pass path."""
+    from pace_nb.nn.optim import PROXIMAL_BLOCK, add_proximal_
+
+    g = torch.Generator().manual_seed(5)
+    n = 3 * PROXIMAL_BLOCK + 123
+    p, a, g0 = (torch.randn(2, n // 2 + 1, generator=g) for _ in range(3))
+    mu, buf = 0.37, torch.empty(PROXIMAL_BLOCK)
+    p.grad = g0.clone()
+    add_proximal_(p, a, mu, buf)
+    expect = g0 + torch.sub(p, a).mul_(mu)
+    assert torch.equal(p.grad, expect)
+    q = p.clone()
+    q.grad = None
+    add_proximal_(q, a, mu, buf)
+    assert torch.equal(q.grad, torch.sub(p, a).mul_(mu))
+    r = p.t().clone().t()  # a non-contiguous layout
+    r.grad = g0.t().clone().t()
+    add_proximal_(r, a, mu, buf)
+    assert torch.equal(r.grad, expect)
