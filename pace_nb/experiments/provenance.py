@@ -133,21 +133,23 @@ def _gbps(records: Iterable[Mapping[str, Any] | None]) -> tuple[list[float], int
     return got, len(recs) - len(got)
 
 
-def bandwidth_span(records: Iterable[Mapping[str, Any] | None]) -> str | None:
-    """``"12.3–12.5 GB/s"`` (or one value) of the bandwidths the records measured; ``None`` when none has one."""
-    got, _ = _gbps(records)
+def _span(got: list[float]) -> str | None:
     if not got:
         return None
     lo, hi = min(got), max(got)
     return f"{lo:.1f} GB/s" if lo == hi else f"{lo:.1f}–{hi:.1f} GB/s"
 
 
+def bandwidth_span(records: Iterable[Mapping[str, Any] | None]) -> str | None:
+    """``"12.3–12.5 GB/s"`` (or one value) of the bandwidths the records measured; ``None`` when none has one."""
+    return _span(_gbps(records)[0])
+
+
 def bandwidths(records: Iterable[Mapping[str, Any] | None]) -> str:
     """The memory bandwidths the records measured: ``"12.3–12.5 GB/s (40 cells)"``, plus the cells
     without one (``"not recorded (37 cells)"``); ``"not recorded"`` when none has one."""
-    recs = list(records)
-    got, missing = _gbps(recs)
-    span = bandwidth_span(recs)
+    got, missing = _gbps(records)
+    span = _span(got)
     if span is None:
         return NOT_RECORDED
     out = f"{span} ({len(got)} cell{'s' if len(got) != 1 else ''})"

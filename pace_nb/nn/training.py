@@ -189,7 +189,7 @@ def _train_chunk(clients, props, init: Params, seeds, client_of, models, config:
     mu, anchored = proximal if proximal is not None else (0.0, {})
     anchors = [(store[k], (a.transpose(1, 2) if flip[k] else a).to(device, torch.float32).contiguous())
                for k, a in anchored.items()]  # in the stored layout, like the weights they anchor
-    prox_buf = torch.empty(PROXIMAL_BLOCK, device=device) if anchors else None
+    prox_buf = torch.empty(PROXIMAL_BLOCK) if anchors and device.type == "cpu" else None  # add_proximal_'s blocks
     g, offsets = chunk_layout(clients, props, client_of, nmax, sparse, device, layouts)
     sizes = g.sizes
     rows_total = sum(sizes) if nmax is None else b * nmax
